@@ -99,7 +99,8 @@ func (c *WaitRequest) decide(s *projections.State, env *Env) (Decision, error) {
 		}),
 	}
 	return Decision{Events: evs, Result: WaitResult{
-		OK: true, QuestionID: qid, AskedAt: isoMillis(askedAt), Deadline: deadline, TimeoutSec: timeout, Clamped: clamped,
+		OK: true, QuestionID: qid, AskedAt: isoMillis(askedAt), Deadline: deadline, TimeoutSec: timeout,
+		Clamped: clamped,
 	}}, nil
 }
 
@@ -206,7 +207,8 @@ func (c *AskExpire) decide(s *projections.State, env *Env) (Decision, error) {
 		}
 		// NB: a closing that named another task than the question's closed it and left the run parked on it (R4);
 		// the closing its own task would have recorded clears the park, and changes nothing else.
-		ev := env.event(c.RunID, events.TypeAskTimedOut, &events.AskTimedOut{TaskID: w.TaskID, QuestionID: a.QuestionID})
+		ev := env.event(c.RunID, events.TypeAskTimedOut,
+			&events.AskTimedOut{TaskID: w.TaskID, QuestionID: a.QuestionID})
 		return Decision{Events: []events.Event{ev}, Result: map[string]any{"ok": true, "taskId": w.TaskID,
 			"questionId": a.QuestionID, "resumed": false}}, nil
 	}
@@ -220,7 +222,8 @@ func (c *AskExpire) decide(s *projections.State, env *Env) (Decision, error) {
 		case run.Status.Stale():
 			reason = events.AskReasonRunEnded
 		default:
-			return Decision{}, badParams("ask.expire: question %q expires at %d, not before", c.QuestionID, a.Deadline)
+			return Decision{}, badParams("ask.expire: question %q expires at %d, not before",
+				c.QuestionID, a.Deadline)
 		}
 	}
 	var evs []events.Event
@@ -230,5 +233,6 @@ func (c *AskExpire) decide(s *projections.State, env *Env) (Decision, error) {
 		evs = []events.Event{env.event(c.RunID, events.TypeAskTimedOut,
 			&events.AskTimedOut{TaskID: a.TaskID, QuestionID: a.QuestionID, Reason: reason})}
 	}
-	return Decision{Events: evs, Result: map[string]any{"ok": true, "taskId": a.TaskID, "questionId": a.QuestionID, "resumed": parked}}, nil
+	return Decision{Events: evs, Result: map[string]any{"ok": true, "taskId": a.TaskID, "questionId": a.QuestionID,
+		"resumed": parked}}, nil
 }

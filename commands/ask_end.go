@@ -5,9 +5,9 @@ import (
 	"github.com/crewlog/crewlog/projections"
 )
 
-// A question closes with its asker. A task that leaves waiting for anything but an answer or its deadline — an end in
-// any terminal status, a retry, its delegation's settlement — and a run that ends time the question out in the same
-// decision, with the ask.timedout the deadline would have recorded and the reason it did not wait for it
+// A question closes with its asker. A task that leaves waiting for anything but an answer or its deadline — an end
+// in any terminal status, a retry, its delegation's settlement — and a run that ends time the question out in the
+// same decision, with the ask.timedout the deadline would have recorded and the reason it did not wait for it
 // (events.AskReasonAskerEnded, events.AskReasonRunEnded), so the question does not read as unanswered in time. Nobody
 // can answer it any more (wait.resolve answers only the question its task is parked on), and left pending it would
 // keep the run's waitState on a task no longer parked on it and an ended run hot past its retention until the

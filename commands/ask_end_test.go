@@ -36,8 +36,10 @@ func TestAskEndsWithItsAsker(t *testing.T) {
 		{"budget abort", "02_exec", &TaskUsage{RunID: fxRun, TaskID: "02_exec", Input: 1000}, false},
 		{"run cancelled, shadow asks", "gc-1", &RunTransition{RunID: fxRun, To: "cancelled"}, true},
 		{"budget abort, shadow asks", "gc-1", &TaskUsage{RunID: fxRun, TaskID: "02_exec", Input: 1000}, true},
-		{"delegation settled", "gc-1", &DelegateSettle{RunID: fxRun, SubID: "gc-1", Outcome: OutcomeOK, Text: "r"}, false},
-		{"delegation cancelled", "gc-1", &DelegateSettle{RunID: fxRun, SubID: "gc-1", Outcome: OutcomeCancelled}, false},
+		{"delegation settled", "gc-1", &DelegateSettle{RunID: fxRun, SubID: "gc-1", Outcome: OutcomeOK,
+			Text: "r"}, false},
+		{"delegation cancelled", "gc-1", &DelegateSettle{RunID: fxRun, SubID: "gc-1",
+			Outcome: OutcomeCancelled}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := fxRunning(t, 100)
@@ -51,13 +53,16 @@ func TestAskEndsWithItsAsker(t *testing.T) {
 			dec := l.run(tc.end)
 
 			a, _ := l.s.Ask(fxRun, qid)
-			require.Equal(t, projections.AskTimedOut, a.Status, "the question closes in the decision that ends its asker")
+			require.Equal(t, projections.AskTimedOut, a.Status,
+				"the question closes in the decision that ends its asker")
 			reason := `"reason":"asker-ended"`
 			if tc.resumed {
 				reason = `"reason":"run-ended"` // the run ended, not the task
 			}
 			require.Contains(t, string(fxJSON(t, a)), reason, "the ask's query answer says why it closed early")
-			closes := slices.IndexFunc(dec.Events, func(ev events.Event) bool { return ev.Type == events.TypeAskTimedOut })
+			closes := slices.IndexFunc(dec.Events, func(ev events.Event) bool {
+				return ev.Type == events.TypeAskTimedOut
+			})
 			require.GreaterOrEqual(t, closes, 0)
 			require.Contains(t, string(fxJSON(t, dec.Events[closes].Payload)), reason, "so does its ask.timedout")
 			run, _ = l.s.Run(fxRun)
@@ -106,14 +111,18 @@ func TestEngineRetainsARunEndedWithAParkedTaskAtMostAsAnyOther(t *testing.T) {
 	}{
 		{admin, &RunCreate{RunID: "P", Team: "t", Goal: "g", Cwd: "/w"}},
 		{orchestrator, &RunTransition{RunID: "P", To: "running"}},
-		{orchestrator, &TaskCreate{RunID: "P", TaskID: "02_exec", Role: "executor", Agent: "a", Title: "x", Cwd: "/w"}},
+		{orchestrator, &TaskCreate{RunID: "P", TaskID: "02_exec", Role: "executor", Agent: "a", Title: "x",
+			Cwd: "/w"}},
 		{orchestrator, &TaskTransition{RunID: "P", TaskID: "02_exec", To: "running"}},
 		{worker("02_exec"), &WaitRequest{RunID: "P", TaskID: "02_exec", Question: "ok?", TimeoutSec: ptr(3600.0)}},
 		{orchestrator, &RunTransition{RunID: "P", To: "cancelled"}},
 	} {
 		require.Nil(t, f.submitAs(c.actor, c.c).Rejected, "%s", c.c.Kind())
 	}
-	f.eng.Read(func(s *projections.State) { require.Empty(t, s.DueAsks(math.MaxInt64), "nothing left for the clock") })
+	f.eng.Read(func(s *projections.State) {
+		require.Empty(t, s.DueAsks(math.MaxInt64),
+			"nothing left for the clock")
+	})
 	endRuns(t, f, "C", MaxRetainedRuns)
 	f.eng.Read(func(s *projections.State) { require.True(t, s.IsCold("P"), "the run that ended first went cold") })
 }

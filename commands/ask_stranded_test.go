@@ -52,9 +52,10 @@ func TestClockClosesTheQuestionsAnOlderLogStranded(t *testing.T) {
 	deadline := ms + 3_600_000
 	asked := func(task, qid string) []olderEvent {
 		return []olderEvent{
-			{events.TypeTaskWaiting, &events.TaskWaiting{TaskID: task, QuestionID: qid, AskedAt: ms, Deadline: deadline}},
-			{events.TypeAskRequested, &events.AskRequested{TaskID: task, QuestionID: qid, Question: "which?", AskedAt: ms,
-				Deadline: deadline, TimeoutSec: 3600}},
+			{events.TypeTaskWaiting, &events.TaskWaiting{TaskID: task, QuestionID: qid, AskedAt: ms,
+				Deadline: deadline}},
+			{events.TypeAskRequested, &events.AskRequested{TaskID: task, QuestionID: qid, Question: "which?",
+				AskedAt: ms, Deadline: deadline, TimeoutSec: 3600}},
 		}
 	}
 	running := []olderEvent{
@@ -103,7 +104,8 @@ func TestClockClosesTheQuestionsAnOlderLogStranded(t *testing.T) {
 				for _, qid := range tc.closed {
 					a, _ := s.Ask("R", qid)
 					require.Equal(t, projections.AskTimedOut, a.Status)
-					require.Contains(t, string(fxJSON(t, a)), `"reason":"`+tc.reason+`"`, "closed before its deadline")
+					require.Contains(t, string(fxJSON(t, a)), `"reason":"`+tc.reason+`"`,
+						"closed before its deadline")
 				}
 				run, _ := s.Run("R")
 				if tc.pending == "" {

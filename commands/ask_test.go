@@ -30,14 +30,18 @@ func TestAskParkAndResolve(t *testing.T) {
 	fxRequireEvents(t, dec.Events,
 		fxE{events.TypeTaskWaiting, &events.TaskWaiting{TaskID: "02_exec", QuestionID: "id1", AskedAt: ms,
 			Deadline: ms + 3600_000, Options: []string{"a", "b"}}},
-		fxE{events.TypeAskRequested, &events.AskRequested{TaskID: "02_exec", QuestionID: "id1", Question: "Which API?",
-			AskedAt: ms, Deadline: ms + 3600_000, TimeoutSec: 3600, Clamped: true, Options: []string{"a", "b"}}})
-	require.Equal(t, WaitResult{OK: true, QuestionID: "id1", AskedAt: time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z"), Deadline: ms + 3600_000, TimeoutSec: 3600, Clamped: true}, dec.Result)
+		fxE{events.TypeAskRequested, &events.AskRequested{TaskID: "02_exec", QuestionID: "id1",
+			Question: "Which API?", AskedAt: ms, Deadline: ms + 3600_000, TimeoutSec: 3600, Clamped: true,
+			Options: []string{"a", "b"}}})
+	require.Equal(t, WaitResult{OK: true, QuestionID: "id1",
+		AskedAt: time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z"), Deadline: ms + 3600_000,
+		TimeoutSec: 3600, Clamped: true}, dec.Result)
 	l.apply(dec)
 
 	task, _ := l.s.Task(fxRun, "02_exec")
 	require.Equal(t, projections.TaskWaiting, task.Status)
-	require.Equal(t, &projections.Waiting{QuestionID: "id1", AskedAt: ms, Deadline: ms + 3600_000, Options: []string{"a", "b"}}, task.Waiting)
+	require.Equal(t, &projections.Waiting{QuestionID: "id1", AskedAt: ms, Deadline: ms + 3600_000,
+		Options: []string{"a", "b"}}, task.Waiting)
 	run, _ := l.s.Run(fxRun)
 	require.Equal(t, &projections.WaitState{TaskID: "02_exec", QuestionID: "id1", AskedAt: ms}, run.WaitState)
 	require.Equal(t, projections.RunRunning, run.Status, "a park does not change the run status")
@@ -105,15 +109,24 @@ func TestWaitRequestRejections(t *testing.T) {
 		cmd                WaitRequest
 		code, reason, text string
 	}{
-		{"empty question", WaitRequest{TaskID: "02_exec"}, CodeBadParams, "invalid-params", "question must be 1..8192 chars"},
-		{"long question", WaitRequest{TaskID: "02_exec", Question: strings.Repeat("q", MaxQuestionChars+1)}, CodeBadParams, "invalid-params", "question"},
-		{"17 options", WaitRequest{TaskID: "02_exec", Question: "q", Options: many}, CodeBadParams, "invalid-params", "options must hold 1..16 strings"},
-		{"no options", WaitRequest{TaskID: "02_exec", Question: "q", Options: []string{}}, CodeBadParams, "invalid-params", "options must hold 1..16 strings"},
-		{"empty option", WaitRequest{TaskID: "02_exec", Question: "q", Options: []string{"a", ""}}, CodeBadParams, "invalid-params", "option"},
-		{"long option", WaitRequest{TaskID: "02_exec", Question: "q", Options: []string{strings.Repeat("o", 257)}}, CodeBadParams, "invalid-params", "option"},
-		{"NaN timeout", WaitRequest{TaskID: "02_exec", Question: "q", TimeoutSec: fxF(math.NaN())}, CodeBadParams, "invalid-params", "finite"},
-		{"infinite timeout", WaitRequest{TaskID: "02_exec", Question: "q", TimeoutSec: fxF(math.Inf(1))}, CodeBadParams, "invalid-params", "finite"},
-		{"task not running", WaitRequest{TaskID: "04_q", Question: "q"}, CodeBadParams, "invalid-params", "04_q is queued, not running"},
+		{"empty question", WaitRequest{TaskID: "02_exec"}, CodeBadParams, "invalid-params",
+			"question must be 1..8192 chars"},
+		{"long question", WaitRequest{TaskID: "02_exec", Question: strings.Repeat("q", MaxQuestionChars+1)},
+			CodeBadParams, "invalid-params", "question"},
+		{"17 options", WaitRequest{TaskID: "02_exec", Question: "q", Options: many}, CodeBadParams,
+			"invalid-params", "options must hold 1..16 strings"},
+		{"no options", WaitRequest{TaskID: "02_exec", Question: "q", Options: []string{}}, CodeBadParams,
+			"invalid-params", "options must hold 1..16 strings"},
+		{"empty option", WaitRequest{TaskID: "02_exec", Question: "q", Options: []string{"a", ""}}, CodeBadParams,
+			"invalid-params", "option"},
+		{"long option", WaitRequest{TaskID: "02_exec", Question: "q", Options: []string{strings.Repeat("o", 257)}},
+			CodeBadParams, "invalid-params", "option"},
+		{"NaN timeout", WaitRequest{TaskID: "02_exec", Question: "q", TimeoutSec: fxF(math.NaN())}, CodeBadParams,
+			"invalid-params", "finite"},
+		{"infinite timeout", WaitRequest{TaskID: "02_exec", Question: "q", TimeoutSec: fxF(math.Inf(1))},
+			CodeBadParams, "invalid-params", "finite"},
+		{"task not running", WaitRequest{TaskID: "04_q", Question: "q"}, CodeBadParams, "invalid-params",
+			"04_q is queued, not running"},
 		{"no task", WaitRequest{TaskID: "99_x", Question: "q"}, CodeNoTask, "no-task", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -147,7 +160,8 @@ func TestAskExpire(t *testing.T) {
 	fxRequireEvents(t, dec.Events,
 		fxE{events.TypeAskTimedOut, &events.AskTimedOut{TaskID: "02_exec", QuestionID: due.QuestionID}},
 		fxE{events.TypeTaskResumed, &events.TaskResumed{TaskID: "02_exec", QuestionID: due.QuestionID}})
-	require.Equal(t, map[string]any{"ok": true, "taskId": "02_exec", "questionId": due.QuestionID, "resumed": true}, dec.Result)
+	require.Equal(t, map[string]any{"ok": true, "taskId": "02_exec", "questionId": due.QuestionID,
+		"resumed": true}, dec.Result)
 	l.apply(dec)
 	a, _ := l.s.Ask(fxRun, due.QuestionID)
 	require.Equal(t, projections.AskTimedOut, a.Status)
@@ -171,7 +185,8 @@ func TestAskExpireOfACancelledTask(t *testing.T) {
 	qid := l.s.Asks(fxRun)[0].QuestionID
 	dec, err := fxDecide(t, l.s, &AskExpire{RunID: fxRun, QuestionID: qid})
 	require.NoError(t, err)
-	fxRequireEvents(t, dec.Events, fxE{events.TypeAskTimedOut, &events.AskTimedOut{TaskID: "02_exec", QuestionID: qid}})
+	fxRequireEvents(t, dec.Events, fxE{events.TypeAskTimedOut,
+		&events.AskTimedOut{TaskID: "02_exec", QuestionID: qid}})
 	l.apply(dec)
 	run, _ := l.s.Run(fxRun)
 	require.Nil(t, run.WaitState)
@@ -197,7 +212,8 @@ func TestTickExpiresAsks(t *testing.T) {
 	orch := events.Actor{Role: events.RoleOrchestrator}
 	do(orch, &RunCreate{RunID: "R", Team: "t", Goal: "g", Cwd: "/w"})
 	do(orch, &RunTransition{RunID: "R", To: "running"})
-	do(orch, &TaskCreate{RunID: "R", TaskID: "02_exec", Role: "executor", Agent: "a", Title: "t", Cwd: "/w", StepID: "s"})
+	do(orch, &TaskCreate{RunID: "R", TaskID: "02_exec", Role: "executor", Agent: "a", Title: "t", Cwd: "/w",
+		StepID: "s"})
 	do(orch, &TaskTransition{RunID: "R", TaskID: "02_exec", To: "running"})
 	var res WaitResult
 	require.NoError(t, json.Unmarshal(do(events.Actor{Role: events.RoleWorker, TaskID: "02_exec"},
@@ -234,14 +250,16 @@ func TestWaitRequestRefusesAnEmptyOptionsList(t *testing.T) {
 	} {
 		cmd, err := ParseCommand("wait.request", json.RawMessage(params), w)
 		require.NoError(t, err, params)
-		b, err := EncodeRequest(Request{Principal: events.WorkerPrincipal(fxRun, "02_exec"), CommandID: "c", Command: cmd})
+		b, err := EncodeRequest(Request{Principal: events.WorkerPrincipal(fxRun, "02_exec"), CommandID: "c",
+			Command: cmd})
 		require.NoError(t, err, params)
 		forwarded, err := DecodeRequest(b)
 		require.NoError(t, err, params)
 		for how, c := range map[string]Command{"from the wire": cmd, "forwarded": forwarded.Command} {
 			dec, err := fxDecide(t, l.s, c)
 			if refused {
-				fxRejected(t, dec, err, CodeBadParams, "invalid-params", "wait.request: options must hold 1..16 strings")
+				fxRejected(t, dec, err, CodeBadParams, "invalid-params",
+					"wait.request: options must hold 1..16 strings")
 				continue
 			}
 			require.NoError(t, err, "%s %s", how, params)

@@ -35,13 +35,15 @@ func budgetTree(t *testing.T, seed uint64, mode string) string {
 		}
 	}
 	at := func(stream, typ string, p any) events.Event {
-		return events.Event{Stream: stream, Type: typ, SchemaVersion: events.SchemaVersion(typ), Time: fxNow, Payload: p}
+		return events.Event{Stream: stream, Type: typ, SchemaVersion: events.SchemaVersion(typ),
+			Time: fxNow, Payload: p}
 	}
 	cfg := projections.DefaultConfig()
 	cfg.MaxDepth, cfg.MaxSlots, cfg.BudgetMode = MaxMaxDepth, MaxMaxSlots, mode
 	apply(at(events.EngineStream, events.TypeEngineConfigured, &events.EngineConfigured{
-		NestingEnabled: true, MaxDepth: cfg.MaxDepth, MaxSlots: cfg.MaxSlots, UnmeteredDelegates: cfg.UnmeteredDelegates,
-		SettleGraceSec: cfg.SettleGraceSec, BudgetMode: recordedBudgetMode(mode),
+		NestingEnabled: true, MaxDepth: cfg.MaxDepth, MaxSlots: cfg.MaxSlots,
+		UnmeteredDelegates: cfg.UnmeteredDelegates, SettleGraceSec: cfg.SettleGraceSec,
+		BudgetMode: recordedBudgetMode(mode),
 	}))
 	totals := []int64{0, 1, 1000, 100_000, MaxBudgetTokens}
 	total := totals[rng.IntN(len(totals))]
@@ -49,8 +51,8 @@ func budgetTree(t *testing.T, seed uint64, mode string) string {
 		at(fxRun, events.TypeRunRunning, &events.RunRunning{}))
 	for i := range 1 + rng.IntN(3) {
 		id := fmt.Sprintf("0%d_exec", i)
-		apply(at(fxRun, events.TypeTaskCreated, &events.TaskCreated{TaskID: id, Role: "executor", Agent: "a", Cwd: fmt.Sprintf("/w%d", i),
-			DependsOn: []string{}, StepID: "s", Kind: events.TaskKindWorkflow}),
+		apply(at(fxRun, events.TypeTaskCreated, &events.TaskCreated{TaskID: id, Role: "executor", Agent: "a",
+			Cwd: fmt.Sprintf("/w%d", i), DependsOn: []string{}, StepID: "s", Kind: events.TaskKindWorkflow}),
 			at(fxRun, events.TypeTaskStarted, &events.TaskStarted{TaskID: id}))
 	}
 	decide := func(cmd Command) {
@@ -98,7 +100,8 @@ func budgetTree(t *testing.T, seed uint64, mode string) string {
 			if rng.IntN(5) > 0 {
 				usage = ptr(amount(MaxUsageTokens))
 			}
-			decide(&DelegateSettle{RunID: fxRun, SubID: live[rng.IntN(len(live))], Outcome: OutcomeOK, UsageTokens: usage})
+			decide(&DelegateSettle{RunID: fxRun, SubID: live[rng.IntN(len(live))], Outcome: OutcomeOK,
+				UsageTokens: usage})
 		}
 		if v := nestedBudgetViolation(s, total); v != "" {
 			return v
@@ -124,7 +127,8 @@ func nestedBudgetViolation(s *projections.State, total int64) string {
 		}
 		d, _ := s.Delegation(fxRun, a.TaskID)
 		if sum > d.Reserved || a.TokensGranted != d.Reserved {
-			return fmt.Sprintf("shadow %s spent %d of a grant of %d; its parent reserved %d", a.TaskID, sum, a.TokensGranted, d.Reserved)
+			return fmt.Sprintf("shadow %s spent %d of a grant of %d; its parent reserved %d", a.TaskID, sum,
+				a.TokensGranted, d.Reserved)
 		}
 	}
 	if root > total {
@@ -167,14 +171,17 @@ func BenchmarkDecideMeteredAdmission(b *testing.B) {
 			cfg.BudgetMode = mode
 			apply(events.EngineStream, events.TypeEngineConfigured, cfg.Event())
 			total := int64(1 << 40)
-			apply(fxRun, events.TypeRunCreated, &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w", BudgetTotal: &total})
+			apply(fxRun, events.TypeRunCreated, &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w",
+				BudgetTotal: &total})
 			apply(fxRun, events.TypeRunRunning, &events.RunRunning{})
 			for i := range 64 {
 				id := fmt.Sprintf("t%02d", i)
-				apply(fxRun, events.TypeTaskCreated, &events.TaskCreated{TaskID: id, Role: "executor", Agent: "a", Cwd: "/w" + id,
-					DependsOn: []string{}, StepID: "s", Kind: events.TaskKindWorkflow})
+				apply(fxRun, events.TypeTaskCreated,
+					&events.TaskCreated{TaskID: id, Role: "executor", Agent: "a", Cwd: "/w" + id,
+						DependsOn: []string{}, StepID: "s", Kind: events.TaskKindWorkflow})
 				apply(fxRun, events.TypeTaskStarted, &events.TaskStarted{TaskID: id})
-				apply(fxRun, events.TypeBudgetReserved, &events.BudgetReserved{TaskID: id, SubID: "gc-" + id, Tokens: 1, GrantedTokens: total})
+				apply(fxRun, events.TypeBudgetReserved,
+					&events.BudgetReserved{TaskID: id, SubID: "gc-" + id, Tokens: 1, GrantedTokens: total})
 			}
 			env := Env{Config: s.Config(), Now: fxNow, Actor: events.Actor{Role: events.RoleWorker, TaskID: "t00"},
 				NewID: func() string { return "00000001" }}

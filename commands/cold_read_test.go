@@ -35,7 +35,8 @@ func openUnreadableCold(t *testing.T, logs io.Writer, faults errorfs.Injector) *
 	f.eng.saveSnapshot() // holds C00 cold, its view written: the next start reads none of it
 	f.close()            // NB: a reopened store holds every event in its tables, none in a memtable
 
-	l, err := eventlog.Open("db", &eventlog.Options{FS: errorfs.Wrap(mem, faults), CacheSize: 1, MemTableSize: 1 << 12})
+	l, err := eventlog.Open("db", &eventlog.Options{FS: errorfs.Wrap(mem, faults), CacheSize: 1,
+		MemTableSize: 1 << 12})
 	require.NoError(t, err)
 	o.Clock, o.NewID, o.ExpiryInterval = clock.Now, counterIDs(), -1
 	o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelError}))

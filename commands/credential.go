@@ -48,7 +48,8 @@ func (c *CredentialIssue) decide(s *projections.State, env *Env) (Decision, erro
 		return Decision{}, reject(CodeNoManifest, "no-manifest", "run %q not found", c.RunID)
 	}
 	if run.Status.Stale() {
-		return Decision{}, reject(CodeForbidden, "run-terminal", "credential.issue: run %s is %s", c.RunID, run.Status)
+		return Decision{}, reject(CodeForbidden, "run-terminal", "credential.issue: run %s is %s",
+			c.RunID, run.Status)
 	}
 	t, ok := s.Task(c.RunID, c.TaskID)
 	if !ok {
@@ -58,19 +59,20 @@ func (c *CredentialIssue) decide(s *projections.State, env *Env) (Decision, erro
 	// that an unknown task is no-task whatever its id.
 	if len(c.TaskID) > MaxHelloTaskIDUnits { // NB: no more units than bytes: most ids need no count
 		if n := utf16Units(c.TaskID); n > MaxHelloTaskIDUnits {
-			return Decision{}, badParams("credential.issue: the task's id is %d UTF-16 units, more than the %d a hello carries",
-				n, MaxHelloTaskIDUnits)
+			return Decision{}, badParams("credential.issue: the task's id is %d UTF-16 units, more than the %d a "+
+				"hello carries", n, MaxHelloTaskIDUnits)
 		}
 	}
 	if limit := env.Config.MaxDepth; t.Shadow() && t.EffectiveDepth() >= limit {
 		return Decision{}, reject(CodeForbidden, events.ReasonDepthExceeded,
-			"credential.issue: task %s is at depth %d and maxDepth is %d; a grandchild at the depth limit cannot delegate",
-			c.TaskID, t.EffectiveDepth(), limit)
+			"credential.issue: task %s is at depth %d and maxDepth is %d; a grandchild at the depth limit "+
+				"cannot delegate", c.TaskID, t.EffectiveDepth(), limit)
 	}
 	ev := env.event(c.RunID, events.TypeCredentialIssued, &events.CredentialIssued{
 		TaskID: c.TaskID, Role: events.RoleWorker, Digest: c.Digest,
 	})
-	return Decision{Events: []events.Event{ev}, Result: CredentialResult{OK: true, TaskID: c.TaskID, Role: events.RoleWorker}}, nil
+	return Decision{Events: []events.Event{ev}, Result: CredentialResult{OK: true, TaskID: c.TaskID,
+		Role: events.RoleWorker}}, nil
 }
 
 // CredentialRevoke revokes the current credential of a key (a task id, or
@@ -99,5 +101,6 @@ func (c *CredentialRevoke) decide(s *projections.State, env *Env) (Decision, err
 	ev := env.event(c.RunID, events.TypeCredentialRevoked, &events.CredentialRevoked{
 		TaskID: c.TaskID, Digest: cr.Digest, Reason: c.Reason,
 	})
-	return Decision{Events: []events.Event{ev}, Result: CredentialResult{OK: true, TaskID: c.TaskID, Role: cr.Role, Revoked: true}}, nil
+	return Decision{Events: []events.Event{ev}, Result: CredentialResult{OK: true, TaskID: c.TaskID, Role: cr.Role,
+		Revoked: true}}, nil
 }

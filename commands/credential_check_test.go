@@ -40,11 +40,13 @@ func TestACommandOfAnEndedCredentialIsNotDecided(t *testing.T) {
 		sent++
 		principal, actor, from := events.OrchestratorPrincipal("R"), events.Actor{Role: events.RoleOrchestrator}, ""
 		if c.TaskID != "" {
-			principal, actor, from = events.WorkerPrincipal("R", c.TaskID), events.Actor{Role: events.RoleWorker, TaskID: c.TaskID}, c.TaskID
+			principal, actor, from = events.WorkerPrincipal("R", c.TaskID),
+				events.Actor{Role: events.RoleWorker, TaskID: c.TaskID}, c.TaskID
 		}
 		before, _ := f.log.Head()
-		r, err := f.eng.Submit(context.Background(), Request{Principal: principal, CommandID: "c" + strconv.Itoa(sent), Actor: actor,
-			Command: &MessageSend{RunID: "R", FromTask: from, To: []string{"T3"}, Body: "hi"}, Credential: c})
+		r, err := f.eng.Submit(context.Background(),
+			Request{Principal: principal, CommandID: "c" + strconv.Itoa(sent), Actor: actor,
+				Command: &MessageSend{RunID: "R", FromTask: from, To: []string{"T3"}, Body: "hi"}, Credential: c})
 		if err != nil {
 			after, _ := f.log.Head()
 			require.Equal(t, before, after, "a refused command recorded something")
@@ -132,7 +134,8 @@ func TestTheObserverSeesAnEndedCredentialAsARefusal(t *testing.T) {
 	e, err := Open(l, Options{Clock: newTestClock().Now, NewID: counterIDs(), ExpiryInterval: -1, Observer: obs})
 	require.NoError(t, err)
 	defer e.Close()
-	_, err = e.Submit(context.Background(), Request{Actor: worker("T1"), Command: &MessageSend{RunID: "R", FromTask: "T1", To: []string{"T2"}, Body: "hi"},
+	_, err = e.Submit(context.Background(), Request{Actor: worker("T1"),
+		Command:    &MessageSend{RunID: "R", FromTask: "T1", To: []string{"T2"}, Body: "hi"},
 		Credential: &Credential{RunID: "R", Key: "T1", Digest: fxDigest, TaskID: "T1"}})
 	var ended *CredentialEndedError
 	require.ErrorAs(t, err, &ended)

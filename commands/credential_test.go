@@ -51,12 +51,17 @@ func TestCredentialIssueRejections(t *testing.T) {
 		cmd                CredentialIssue
 		code, reason, text string
 	}{
-		{"no digest", l.s, CredentialIssue{RunID: fxRun, TaskID: "02_exec"}, CodeBadParams, "invalid-params", "digest"},
-		{"uppercase digest", l.s, CredentialIssue{RunID: fxRun, TaskID: "02_exec", Digest: strings.ToUpper(fxDigest)}, CodeBadParams, "invalid-params", "digest"},
-		{"orchestrator key", l.s, CredentialIssue{RunID: fxRun, TaskID: events.OrchestratorKey, Digest: fxDigest}, CodeBadParams, "invalid-params", "run.create"},
-		{"no run", l.s, CredentialIssue{RunID: "nope", TaskID: "02_exec", Digest: fxDigest}, CodeNoManifest, "no-manifest", ""},
+		{"no digest", l.s, CredentialIssue{RunID: fxRun, TaskID: "02_exec"}, CodeBadParams, "invalid-params",
+			"digest"},
+		{"uppercase digest", l.s, CredentialIssue{RunID: fxRun, TaskID: "02_exec", Digest: strings.ToUpper(fxDigest)},
+			CodeBadParams, "invalid-params", "digest"},
+		{"orchestrator key", l.s, CredentialIssue{RunID: fxRun, TaskID: events.OrchestratorKey, Digest: fxDigest},
+			CodeBadParams, "invalid-params", "run.create"},
+		{"no run", l.s, CredentialIssue{RunID: "nope", TaskID: "02_exec", Digest: fxDigest}, CodeNoManifest,
+			"no-manifest", ""},
 		{"no task", l.s, CredentialIssue{RunID: fxRun, TaskID: "99_x", Digest: fxDigest}, CodeNoTask, "no-task", ""},
-		{"stale run", done.s, CredentialIssue{RunID: fxRun, TaskID: "02_exec", Digest: fxDigest}, CodeForbidden, "run-terminal", "is completed"},
+		{"stale run", done.s, CredentialIssue{RunID: fxRun, TaskID: "02_exec", Digest: fxDigest}, CodeForbidden,
+			"run-terminal", "is completed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dec, err := fxDecide(t, tc.s, &tc.cmd)
@@ -79,7 +84,8 @@ func TestCredentialRevoke(t *testing.T) {
 	require.NoError(t, err)
 	fxRequireEvents(t, dec.Events, fxE{events.TypeCredentialRevoked, &events.CredentialRevoked{
 		TaskID: "02_exec", Digest: fxDigest, Reason: "task done"}})
-	require.Equal(t, CredentialResult{OK: true, TaskID: "02_exec", Role: events.RoleWorker, Revoked: true}, dec.Result)
+	require.Equal(t, CredentialResult{OK: true, TaskID: "02_exec", Role: events.RoleWorker,
+		Revoked: true}, dec.Result)
 	l.apply(dec)
 	c, _ := l.s.Credential(fxRun, "02_exec")
 	require.False(t, c.Valid(fxDigest))
@@ -89,9 +95,12 @@ func TestCredentialRevoke(t *testing.T) {
 		cmd                CredentialRevoke
 		code, reason, text string
 	}{
-		{"already revoked", CredentialRevoke{RunID: fxRun, TaskID: "02_exec"}, CodeBadParams, "invalid-params", "no live credential"},
-		{"never issued", CredentialRevoke{RunID: fxRun, TaskID: "03_x"}, CodeBadParams, "invalid-params", "no live credential"},
-		{"long reason", CredentialRevoke{RunID: fxRun, TaskID: "02_exec", Reason: strings.Repeat("r", 300)}, CodeBadParams, "invalid-params", "reason"},
+		{"already revoked", CredentialRevoke{RunID: fxRun, TaskID: "02_exec"}, CodeBadParams, "invalid-params",
+			"no live credential"},
+		{"never issued", CredentialRevoke{RunID: fxRun, TaskID: "03_x"}, CodeBadParams, "invalid-params",
+			"no live credential"},
+		{"long reason", CredentialRevoke{RunID: fxRun, TaskID: "02_exec", Reason: strings.Repeat("r", 300)},
+			CodeBadParams, "invalid-params", "reason"},
 		{"no run", CredentialRevoke{RunID: "nope", TaskID: "02_exec"}, CodeNoManifest, "no-manifest", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

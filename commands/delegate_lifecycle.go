@@ -43,7 +43,8 @@ func (c *DelegateSpawned) decide(s *projections.State, env *Env) (Decision, erro
 		return Decision{Result: res}, nil // idempotent: nothing to change
 	}
 	res["status"] = string(projections.DelegationRunning)
-	ev := env.event(c.RunID, events.TypeDelegateSpawned, &events.DelegateSpawned{TaskID: d.ParentTaskID, SubID: c.SubID, PID: c.PID})
+	ev := env.event(c.RunID, events.TypeDelegateSpawned,
+		&events.DelegateSpawned{TaskID: d.ParentTaskID, SubID: c.SubID, PID: c.PID})
 	return Decision{Events: []events.Event{ev}, Result: res}, nil
 }
 
@@ -90,7 +91,8 @@ func (c *DelegateSettle) decide(s *projections.State, env *Env) (Decision, error
 		return Decision{}, badParams("delegate.settle: delegation %s is already settled (%s)", c.SubID, d.Status)
 	}
 	if c.UsageTokens != nil && (*c.UsageTokens < 0 || *c.UsageTokens > MaxUsageTokens) {
-		return Decision{}, badParams("delegate.settle: usageTokens must be an integer in 0..%d", int64(MaxUsageTokens))
+		return Decision{}, badParams("delegate.settle: usageTokens must be an integer in 0..%d",
+			int64(MaxUsageTokens))
 	}
 	var usage int64
 	if c.UsageTokens != nil {
@@ -122,14 +124,16 @@ func (c *DelegateSettle) resultBody(subID string) string {
 
 // cutNote follows the fence of a result whose text was cut to fit a frame: the length of the text as sent.
 func cutNote(sent string) string {
-	return "\n[the result was cut to fit a frame: its text had " + strconv.Itoa(utf8.RuneCountInString(sent)) + " chars]"
+	return "\n[the result was cut to fit a frame: its text had " +
+		strconv.Itoa(utf8.RuneCountInString(sent)) + " chars]"
 }
 
 // settlement builds the events that end delegation d: delivery, charge, the
 // timeout of the question its shadow task is parked on and the terminal
 // event, in that order (D8: the result is durable before the terminal event,
 // in the same batch).
-func settlement(s *projections.State, env *Env, d projections.Delegation, outcome, body string, usage int64, expired bool) ([]events.Event, *SettleResult) {
+func settlement(s *projections.State, env *Env, d projections.Delegation, outcome, body string, usage int64,
+	expired bool) ([]events.Event, *SettleResult) {
 	ok := outcome == OutcomeOK
 	typ := events.TypeDelegateCompleted
 	switch outcome {
@@ -151,15 +155,18 @@ func settlement(s *projections.State, env *Env, d projections.Delegation, outcom
 		DeliveryMode: events.DeliveryNextTurn, Body: body, Rerouted: rerouted,
 		// NB: an allocation of its own: the mailbox keeps this pointer for
 		// as long as the message, and would keep the whole block with it.
-		Data: &events.MessageData{SubID: d.SubID, OK: ok, TimedOut: outcome == OutcomeTimedOut, Cancelled: outcome == OutcomeCancelled},
+		Data: &events.MessageData{SubID: d.SubID, OK: ok, TimedOut: outcome == OutcomeTimedOut,
+			Cancelled: outcome == OutcomeCancelled},
 	}
 	evs := append(rec.events[:0], env.event(d.RunID, events.TypeMailboxAppended, &rec.delivered))
 	res := &rec.result
-	*res = SettleResult{OK: true, SubID: d.SubID, Status: outcomeStatus(outcome), MessageID: msgID, To: to, Rerouted: rerouted}
+	*res = SettleResult{OK: true, SubID: d.SubID, Status: outcomeStatus(outcome), MessageID: msgID, To: to,
+		Rerouted: rerouted}
 	if d.Metered && usage > d.Reserved {
 		charge := &rec.charged
 		*charge = events.BudgetCharged{
-			TaskID: d.ParentTaskID, SubID: d.SubID, Tokens: usage - d.Reserved, UsageTokens: usage, ReservedTokens: d.Reserved,
+			TaskID: d.ParentTaskID, SubID: d.SubID, Tokens: usage - d.Reserved, UsageTokens: usage,
+			ReservedTokens: d.Reserved,
 		}
 		// Nested budget mode: a charge never takes the parent past what
 		// it may still spend; the rest is recorded as uncharged.
@@ -182,7 +189,8 @@ func settlement(s *projections.State, env *Env, d projections.Delegation, outcom
 		}
 	}
 	term := &rec.settled
-	*term = events.DelegateSettled{TaskID: d.ParentTaskID, SubID: d.SubID, OK: ok, UsageTokens: usage, MessageID: msgID, Expired: expired}
+	*term = events.DelegateSettled{TaskID: d.ParentTaskID, SubID: d.SubID, OK: ok, UsageTokens: usage,
+		MessageID: msgID, Expired: expired}
 	var payload any
 	switch typ {
 	case events.TypeDelegateCompleted:
@@ -342,8 +350,8 @@ func (c *DelegateExpire) decide(s *projections.State, env *Env) (Decision, error
 	if at := ExpiresAt(d, env.Config); env.millis() < at {
 		return Decision{}, badParams("delegate.expire: delegation %s expires at %d, not before", c.SubID, at)
 	}
-	evs, res := settlement(s, env, d, OutcomeTimedOut, ResultBody(d.SubID, OutcomeTimedOut, "[delegate timed out]"), 0,
-		true)
+	evs, res := settlement(s, env, d, OutcomeTimedOut,
+		ResultBody(d.SubID, OutcomeTimedOut, "[delegate timed out]"), 0, true)
 	return Decision{Events: evs, Result: res}, nil
 }
 
@@ -375,7 +383,8 @@ func delegation(s *projections.State, runID, subID string) (projections.Delegati
 	}
 	d, ok := s.Delegation(runID, subID)
 	if !ok {
-		return projections.Delegation{}, reject(CodeNoTask, "no-delegation", "delegation %q not found in run %q", subID, runID)
+		return projections.Delegation{}, reject(CodeNoTask, "no-delegation", "delegation %q not found in run %q",
+			subID, runID)
 	}
 	return d, nil
 }

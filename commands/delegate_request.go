@@ -119,7 +119,8 @@ func (c *DelegateRequest) decide(s *projections.State, env *Env) (Decision, erro
 	evs := append(rec.events[:0], env.event(c.RunID, events.TypeDelegateRequested, &rec.requested))
 	deny := func(code, reason, wireMsg, eventMsg string) (Decision, error) {
 		rec.rejected = events.DelegateRejected{
-			TaskID: c.TaskID, SubID: subID, Reason: reason, Message: truncate(eventMsg, rejectedMessageChars), Policy: policy,
+			TaskID: c.TaskID, SubID: subID, Reason: reason, Message: truncate(eventMsg, rejectedMessageChars),
+			Policy: policy,
 		}
 		evs = append(evs, env.event(c.RunID, events.TypeDelegateRejected, &rec.rejected))
 		return Decision{Events: evs}, reject(code, reason, "%s", wireMsg)
@@ -162,7 +163,8 @@ func (c *DelegateRequest) decide(s *projections.State, env *Env) (Decision, erro
 			"delegate rejected: requested grandchild role '%s' is not one of explorer/analyst/executor", role))
 	}
 	if c.Untrusted {
-		return denied(events.ReasonTrustDenied, "delegate rejected: untrusted escalation context (trust gate is manual-only)")
+		return denied(events.ReasonTrustDenied,
+			"delegate rejected: untrusted escalation context (trust gate is manual-only)")
 	}
 	if policy.ChildDepth > cfg.MaxDepth {
 		return denied(events.ReasonDepthExceeded, fmt.Sprintf(
@@ -217,10 +219,12 @@ func (c *DelegateRequest) decide(s *projections.State, env *Env) (Decision, erro
 	}
 	evs = append(evs, env.event(c.RunID, events.TypeDelegateAdmitted, admitted))
 	if b.metered {
-		rec.reserved = events.BudgetReserved{TaskID: c.TaskID, SubID: subID, Tokens: policy.Requested, GrantedTokens: b.granted}
+		rec.reserved = events.BudgetReserved{TaskID: c.TaskID, SubID: subID, Tokens: policy.Requested,
+			GrantedTokens: b.granted}
 		evs = append(evs, env.event(c.RunID, events.TypeBudgetReserved, &rec.reserved))
 	}
-	rec.result = DelegateResult{OK: true, GrandchildTaskRef: subID, ChildDepth: policy.ChildDepth, TimeoutSec: timeout}
+	rec.result = DelegateResult{OK: true, GrandchildTaskRef: subID, ChildDepth: policy.ChildDepth,
+		TimeoutSec: timeout}
 	return Decision{Events: evs, Result: &rec.result}, nil
 }
 
@@ -228,8 +232,8 @@ func (c *DelegateRequest) decide(s *projections.State, env *Env) (Decision, erro
 // unmetered-denied, model-invalid, timeout-invalid, workspace-conflict, in that order — recording their inputs in
 // policy: the first that refuses the request (reason and message), or none with the budget and timeout it is
 // admitted with.
-func (c *DelegateRequest) checkAdmission(s *projections.State, run projections.Run, parent projections.Task, role string,
-	cfg projections.Config, policy *events.Policy) (a admission) {
+func (c *DelegateRequest) checkAdmission(s *projections.State, run projections.Run, parent projections.Task,
+	role string, cfg projections.Config, policy *events.Policy) (a admission) {
 	refuse := func(reason, msg string) admission { a.reason, a.msg = reason, msg; return a }
 	b := meter(s, run, c.TaskID, cfg)
 	a.budget = b
@@ -240,13 +244,14 @@ func (c *DelegateRequest) checkAdmission(s *projections.State, run projections.R
 	if b.metered {
 		if policy.Requested > b.granted-b.spent {
 			return refuse(events.ReasonBudgetInsufficient, fmt.Sprintf(
-				"delegate rejected: requested budget %d tokens exceeds parent task '%s' remaining allocation %d (%d granted - %d spent)",
-				policy.Requested, c.TaskID, b.granted-b.spent, b.granted, b.spent))
+				"delegate rejected: requested budget %d tokens exceeds parent task '%s' remaining allocation %d "+
+					"(%d granted - %d spent)", policy.Requested, c.TaskID, b.granted-b.spent, b.granted, b.spent))
 		}
 		if policy.Requested > b.remaining() {
 			return refuse(events.ReasonBudgetInsufficient, fmt.Sprintf(
-				"delegate rejected: requested budget %d tokens exceeds the run's remaining budget %d (%d budgetTotal - %d spent by its tasks; budget mode nested)",
-				policy.Requested, b.remaining(), b.pool, b.poolSpent))
+				"delegate rejected: requested budget %d tokens exceeds the run's remaining budget %d (%d "+
+					"budgetTotal - %d spent by its tasks; budget mode nested)", policy.Requested, b.remaining(),
+				b.pool, b.poolSpent))
 		}
 	} else if cfg.UnmeteredDelegates == events.UnmeteredDeny {
 		return refuse(events.ReasonUnmeteredDenied,
@@ -259,14 +264,16 @@ func (c *DelegateRequest) checkAdmission(s *projections.State, run projections.R
 	a.timeout = c.timeout()
 	if t := a.timeout; math.IsNaN(t) || math.IsInf(t, 0) || t < 1 || t > MaxTimeoutSec {
 		return refuse(events.ReasonTimeoutInvalid, fmt.Sprintf(
-			"delegate rejected: timeoutSec %s is outside 1..%d (default %d)", jsNumber(t), MaxTimeoutSec, DefaultTimeoutSec))
+			"delegate rejected: timeoutSec %s is outside 1..%d (default %d)", jsNumber(t), MaxTimeoutSec,
+			DefaultTimeoutSec))
 	}
 	if slices.Contains(writeRoles, role) && !cfg.SerializeOnPathOverlap {
 		policy.Overlapping = overlappingExecutors(s, c.RunID, parent)
 		if policy.Overlapping > 0 {
 			return refuse(events.ReasonWorkspaceConflict, fmt.Sprintf(
-				"delegate rejected: parent task '%s' cwd overlaps %d in-flight executor(s) and limits.serializeOnPathOverlap is off — "+
-					"use a read-only grandchild role (explorer/analyst) or enable serialization", c.TaskID, policy.Overlapping))
+				"delegate rejected: parent task '%s' cwd overlaps %d in-flight executor(s) and "+
+					"limits.serializeOnPathOverlap is off — use a read-only grandchild role (explorer/analyst) "+
+					"or enable serialization", c.TaskID, policy.Overlapping))
 		}
 	}
 	return a
@@ -319,7 +326,8 @@ func (c *DelegateRequest) validate() error {
 			"delegate requires a task-scoped token; re-dispatch with PI_CREW_BROKER_TASK_ID")
 	case strings.TrimSpace(c.Prompt) == "" || n > MaxPromptChars:
 		return invalid(fmt.Sprintf("prompt must be a non-empty string of at most %d chars", MaxPromptChars))
-	case c.Description != nil && (*c.Description == "" || utf8.RuneCountInString(*c.Description) > MaxDescriptionChars):
+	case c.Description != nil && (*c.Description == "" ||
+		utf8.RuneCountInString(*c.Description) > MaxDescriptionChars):
 		return invalid(fmt.Sprintf("description must be 1..%d chars", MaxDescriptionChars))
 	case c.Model != nil && (strings.TrimSpace(*c.Model) == "" || utf8.RuneCountInString(*c.Model) > MaxModelChars):
 		return invalid(fmt.Sprintf("model must be 1..%d chars", MaxModelChars))
@@ -334,8 +342,10 @@ func (c *DelegateRequest) validate() error {
 // pi-crew's texts for a delegate.request refused at the capability gate: the
 // wire message of the broker, and the policy's message recorded on the event.
 const (
-	nestingDisabledMessage       = "delegate is disabled: nesting.enabled=false (fail-closed default; delegate.rejected recorded in events.jsonl)"
-	nestingDisabledPolicyMessage = "delegate rejected: governed nesting is disabled (nesting.enabled=false, the fail-closed default; enable it in USER config)"
+	nestingDisabledMessage = "delegate is disabled: nesting.enabled=false (fail-closed default; " +
+		"delegate.rejected recorded in events.jsonl)"
+	nestingDisabledPolicyMessage = "delegate rejected: governed nesting is disabled (nesting.enabled=false, the " +
+		"fail-closed default; enable it in USER config)"
 )
 
 // overlappingExecutors counts the run's running executor-class tasks other than parent whose cwd is exactly

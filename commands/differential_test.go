@@ -30,9 +30,10 @@ var differentialSeeds = []uint64{1, 2, 3}
 // for every engine on the store, as random ids would be).
 func differentialOptions(seed uint64, clock *testClock, newID func() string) Options {
 	rng := rand.New(rand.NewPCG(seed, 21))
-	return Options{Clock: clock.Now, NewID: newID, ExpiryInterval: -1, SnapshotEvery: []int64{5, 25, 100}[rng.IntN(3)],
-		Retention: []time.Duration{-1, time.Second, 5 * time.Second, time.Minute}[rng.IntN(4)], ColdCache: 1 + rng.IntN(2),
-		NoViews: rng.IntN(4) == 0}
+	return Options{Clock: clock.Now, NewID: newID, ExpiryInterval: -1,
+		SnapshotEvery: []int64{5, 25, 100}[rng.IntN(3)],
+		Retention:     []time.Duration{-1, time.Second, 5 * time.Second, time.Minute}[rng.IntN(4)],
+		ColdCache:     1 + rng.IntN(2), NoViews: rng.IntN(4) == 0}
 }
 
 // noIDs is the NewID of an engine opened only to be read.
@@ -177,12 +178,14 @@ func differential(t *testing.T, seed uint64, steps int) (coldChecks int) {
 			var live map[string]any
 			f.eng.Read(func(s *projections.State) { live = projectionstest.Answers(t, s, now) })
 			follower.Read(func(s *projections.State) {
-				projectionstest.RequireSame(t, live, projectionstest.Answers(t, s, now), what+": a follower caught up")
+				projectionstest.RequireSame(t, live, projectionstest.Answers(t, s, now),
+					what+": a follower caught up")
 			})
 		}
 	}
 	f.eng.Read(func(s *projections.State) {
-		t.Logf("seed %d: %d steps, position %d, %d cold runs, %d hot; outcomes %v", seed, steps, s.Position, s.ColdRuns(), s.HotRuns(), outcomes)
+		t.Logf("seed %d: %d steps, position %d, %d cold runs, %d hot; outcomes %v", seed, steps, s.Position,
+			s.ColdRuns(), s.HotRuns(), outcomes)
 	})
 	return coldChecks
 }
@@ -201,7 +204,8 @@ func differentialCheck(t *testing.T, f *engineFixture, seed uint64, what string)
 
 	views := f.viewsWritten()
 	views.SetColdStore(projections.NewColdStore(f.log, 0))
-	projectionstest.RequireSame(t, live, projectionstest.Answers(t, views, now), what+": cold runs read from their views")
+	projectionstest.RequireSame(t, live, projectionstest.Answers(t, views, now), what+": cold runs read from "+
+		"their views")
 
 	// A copy of the store: a fresh engine on it (its snapshot and the tail), and folds of it from position 1.
 	fs := f.fs.(*vfs.MemFS).CrashClone(vfs.CrashCloneCfg{})
@@ -216,22 +220,27 @@ func differentialCheck(t *testing.T, f *engineFixture, seed uint64, what string)
 			require.ErrorIs(t, err, eventlog.ErrNotFound, "%s: the snapshot the engine saved is read back", what)
 		}
 		e.Read(func(s *projections.State) {
-			projectionstest.RequireSame(t, live, projectionstest.Answers(t, s, now), what+": an engine opened on a copy")
+			projectionstest.RequireSame(t, live, projectionstest.Answers(t, s, now),
+				what+": an engine opened on a copy")
 			require.Equal(t, liveWhole, whole(t, s), "%s: an engine opened on a copy", what)
 		})
 	}()
 	loaded, _, err := projections.Load(l)
 	require.NoError(t, err)
-	projectionstest.RequireSame(t, live, projectionstest.Answers(t, loaded, now), what+": the snapshot and the tail, nothing made cold")
-	rebuilt, _, err := projections.LoadTiered(l, projections.Tiering{NoSnapshot: true, Retention: 0, Now: now, Cache: 1,
-		SaveViews: true, Index: true})
+	projectionstest.RequireSame(t, live, projectionstest.Answers(t, loaded, now), what+": the snapshot and the "+
+		"tail, nothing made cold")
+	rebuilt, _, err := projections.LoadTiered(l,
+		projections.Tiering{NoSnapshot: true, Retention: 0, Now: now, Cache: 1,
+			SaveViews: true, Index: true})
 	require.NoError(t, err)
-	projectionstest.RequireSame(t, live, projectionstest.Answers(t, rebuilt, now), what+": rebuilt from position 1, ended runs cold")
+	projectionstest.RequireSame(t, live, projectionstest.Answers(t, rebuilt, now),
+		what+": rebuilt from position 1, ended runs cold")
 	refolded, _, err := projections.LoadTiered(l, projections.Tiering{NoSnapshot: true, Retention: -1, Cache: 1})
 	require.NoError(t, err)
 	refolded.SetColdStore(projections.NewColdStore(l, 1))
 	refolded.EvictAll(now, 0, 0)
-	projectionstest.RequireSame(t, live, projectionstest.Answers(t, refolded, now), what+": every ended run made cold")
+	projectionstest.RequireSame(t, live, projectionstest.Answers(t, refolded, now),
+		what+": every ended run made cold")
 }
 
 // command draws the next request against what s holds; a nil Command asks for a new run.
@@ -290,12 +299,14 @@ func (w *differentialWorld) command(rng *rand.Rand, s *projections.State) Reques
 		cfg.WaitMethodsEnabled = rng.IntN(2) == 0
 		cfg.BudgetMode = pick(events.BudgetModePicrew, events.BudgetModeNested)
 		if rng.IntN(2) == 0 {
-			cfg.QuotaEvents, cfg.QuotaBytes, cfg.QuotaMsgsPerMin = int64(20+rng.IntN(200)), int64(2000+rng.IntN(50000)), rng.IntN(8)
+			cfg.QuotaEvents, cfg.QuotaBytes, cfg.QuotaMsgsPerMin = int64(20+rng.IntN(200)),
+				int64(2000+rng.IntN(50000)), rng.IntN(8)
 			cfg.QuotaReserve = rng.IntN(50)
 			cfg.QuotaWorkerMsgShare = rng.IntN(101)
 		}
 		if rng.IntN(2) == 0 {
-			cfg.ProxyMaxInFlight, cfg.ProxyMaxRequests, cfg.RevokedRootLimit, cfg.ProxyPayloadBytes = 1+rng.IntN(3), 2+rng.IntN(20), 1+rng.IntN(3), 256
+			cfg.ProxyMaxInFlight, cfg.ProxyMaxRequests, cfg.RevokedRootLimit, cfg.ProxyPayloadBytes = 1+rng.IntN(3),
+				2+rng.IntN(20), 1+rng.IntN(3), 256
 		}
 		return adm(&Configure{Config: cfg})
 	case 46:
@@ -349,7 +360,8 @@ func (w *differentialWorld) command(rng *rand.Rand, s *projections.State) Reques
 		if rng.IntN(4) > 0 {
 			timeout = ptr(float64(1 + rng.IntN(30)))
 		}
-		return work(&WaitRequest{RunID: run, TaskID: task, Question: "q?", Options: [][]string{nil, {"a"}, {"a", "b"}}[rng.IntN(3)],
+		return work(&WaitRequest{RunID: run, TaskID: task, Question: "q?", Options: [][]string{nil, {"a"}, {"a",
+			"b"}}[rng.IntN(3)],
 			TimeoutSec: timeout})
 	case 24, 25:
 		qid := "q-nope"
@@ -359,7 +371,8 @@ func (w *differentialWorld) command(rng *rand.Rand, s *projections.State) Reques
 		}
 		switch rng.IntN(3) {
 		case 0:
-			return orch(&MessageSend{RunID: run, To: []string{task}, Body: "answer", MessageKind: events.KindResponse, QuestionID: qid})
+			return orch(&MessageSend{RunID: run, To: []string{task}, Body: "answer", MessageKind: events.KindResponse,
+				QuestionID: qid})
 		case 1:
 			return orch(&AskExpire{RunID: run, QuestionID: qid})
 		}
@@ -368,11 +381,13 @@ func (w *differentialWorld) command(rng *rand.Rand, s *projections.State) Reques
 		return work(&TaskUsage{RunID: run, TaskID: task, Input: int64(rng.IntN(5000)), Output: int64(rng.IntN(500)),
 			CacheRead: int64(rng.IntN(3)), Cost: float64(rng.IntN(3)) / 4, Turns: int64(rng.IntN(2))})
 	case 28:
-		return adm(&CredentialIssue{RunID: run, TaskID: pick(task, task, events.OrchestratorKey), Digest: fmt.Sprintf("%064x", w.n)})
+		return adm(&CredentialIssue{RunID: run, TaskID: pick(task, task, events.OrchestratorKey),
+			Digest: fmt.Sprintf("%064x", w.n)})
 	case 29:
 		return adm(&CredentialRevoke{RunID: run, TaskID: pick(task, events.OrchestratorKey, "nope"), Reason: "gone"})
 	case 30, 31:
-		return orch(&RunTransition{RunID: run, To: pick("completed", "completed", "failed", "cancelled", "blocked"), Summary: "s"})
+		return orch(&RunTransition{RunID: run, To: pick("completed", "completed", "failed", "cancelled", "blocked"),
+			Summary: "s"})
 	case 32, 33:
 		// A run that ended (cold, mostly) comes back, and its main task with it.
 		run = w.runs[rng.IntN(len(w.runs))]
@@ -397,10 +412,13 @@ func (w *differentialWorld) command(rng *rand.Rand, s *projections.State) Reques
 				return orch(&TaskTransition{RunID: run, TaskID: t.TaskID, To: "running"})
 			}
 		}
-		return orch(&TaskTransition{RunID: run, TaskID: task, To: pick("running", "completed", "failed", "cancelled", "waiting", "queued")})
+		return orch(&TaskTransition{RunID: run, TaskID: task, To: pick("running", "completed", "failed",
+			"cancelled", "waiting", "queued")})
 	case 41:
-		return orch(&TaskCreate{RunID: run, TaskID: fmt.Sprintf("t%d", rng.IntN(12)), Role: pick("executor", "explorer"),
-			Agent: "a", Title: "t", Cwd: pick("/w", "/w2"), StepID: "s", DependsOn: []string{"02_exec"}[:rng.IntN(2)]})
+		return orch(&TaskCreate{RunID: run, TaskID: fmt.Sprintf("t%d", rng.IntN(12)), Role: pick("executor",
+			"explorer"),
+			Agent: "a", Title: "t", Cwd: pick("/w", "/w2"), StepID: "s",
+			DependsOn: []string{"02_exec"}[:rng.IntN(2)]})
 	default:
 		return work(&DelegateRequest{RunID: run, TaskID: task, Prompt: "p", BudgetTokens: ptr(int64(rng.IntN(3000)))})
 	}
@@ -435,21 +453,26 @@ func (w *differentialWorld) importCommand(rng *rand.Rand, s *projections.State) 
 	for k := 1 + rng.IntN(3); k > 0; k-- {
 		switch rng.IntN(13) {
 		case 0:
-			evs = append(evs, ev(events.TypeTaskCreated, &events.TaskCreated{TaskID: task, Role: "executor", Agent: "a",
-				Title: "x", Cwd: "/w", StepID: "s", Kind: events.TaskKindWorkflow}))
+			evs = append(evs, ev(events.TypeTaskCreated,
+				&events.TaskCreated{TaskID: task, Role: "executor", Agent: "a",
+					Title: "x", Cwd: "/w", StepID: "s", Kind: events.TaskKindWorkflow}))
 		case 1:
 			evs = append(evs, ev(events.TypeTaskStarted, &events.TaskStarted{TaskID: task}))
 		case 2:
-			evs = append(evs, ev(events.TypeTaskUsage, &events.TaskUsage{TaskID: task, Input: int64(rng.IntN(900)), Turns: 1}))
+			evs = append(evs, ev(events.TypeTaskUsage,
+				&events.TaskUsage{TaskID: task, Input: int64(rng.IntN(900)), Turns: 1}))
 		case 3:
-			evs = append(evs, ev(events.TypeDelegateAdmitted, &events.DelegateAdmitted{TaskID: task, SubID: sub, ChildDepth: 2,
-				Role: "explorer", Unmetered: rng.IntN(2) == 0, ReservedTokens: int64(rng.IntN(2)) * 300, TimeoutSec: float64(rng.IntN(120)),
-				Prompt: "p", Cwd: "/w", Title: "t"}))
+			evs = append(evs, ev(events.TypeDelegateAdmitted,
+				&events.DelegateAdmitted{TaskID: task, SubID: sub, ChildDepth: 2,
+					Role: "explorer", Unmetered: rng.IntN(2) == 0, ReservedTokens: int64(rng.IntN(2)) * 300,
+					TimeoutSec: float64(rng.IntN(120)), Prompt: "p", Cwd: "/w", Title: "t"}))
 		case 4:
-			evs = append(evs, ev(events.TypeDelegateCompleted, &events.DelegateCompleted{TaskID: task, SubID: sub, OK: rng.IntN(2) == 0}))
+			evs = append(evs, ev(events.TypeDelegateCompleted,
+				&events.DelegateCompleted{TaskID: task, SubID: sub, OK: rng.IntN(2) == 0}))
 		case 5:
-			evs = append(evs, ev(events.TypeBudgetReserved, &events.BudgetReserved{TaskID: task, SubID: events.ImportTopUpSubID,
-				Tokens: int64(rng.IntN(2000)), GrantedTokens: 5000}))
+			evs = append(evs, ev(events.TypeBudgetReserved,
+				&events.BudgetReserved{TaskID: task, SubID: events.ImportTopUpSubID,
+					Tokens: int64(rng.IntN(2000)), GrantedTokens: 5000}))
 		case 6:
 			evs = append(evs, ev(events.TypeBudgetReserved, &events.BudgetReserved{TaskID: task, SubID: sub,
 				Tokens: int64(rng.IntN(500)), GrantedTokens: 5000}))
@@ -462,10 +485,12 @@ func (w *differentialWorld) importCommand(rng *rand.Rand, s *projections.State) 
 				Priority: "normal", DeliveryMode: "queued", Body: "b"}))
 		case 9:
 			q := fmt.Sprintf("iq-%d", rng.IntN(4))
-			evs = append(evs, ev(events.TypeAskRequested, &events.AskRequested{TaskID: task, QuestionID: q, Question: "?",
-				TimeoutSec: int64(rng.IntN(60)), Deadline: at() + int64(rng.IntN(60_000))}))
+			evs = append(evs, ev(events.TypeAskRequested,
+				&events.AskRequested{TaskID: task, QuestionID: q, Question: "?",
+					TimeoutSec: int64(rng.IntN(60)), Deadline: at() + int64(rng.IntN(60_000))}))
 		case 10:
-			evs = append(evs, ev(events.TypeAskAnswered, &events.AskAnswered{TaskID: task, QuestionID: fmt.Sprintf("iq-%d", rng.IntN(4))}))
+			evs = append(evs, ev(events.TypeAskAnswered,
+				&events.AskAnswered{TaskID: task, QuestionID: fmt.Sprintf("iq-%d", rng.IntN(4))}))
 		case 11:
 			evs = append(evs, ev(events.TypeRunCompleted, &events.RunCompleted{Summary: "done"}))
 		default:
@@ -478,7 +503,8 @@ func (w *differentialWorld) importCommand(rng *rand.Rand, s *projections.State) 
 
 // differentialDecisions submits the next few commands to the live engine and to a fresh engine opened on a copy of
 // its store (snapshot plus tail, other runs cold), both minting the same ids: each must decide alike, to the byte.
-func differentialDecisions(t *testing.T, f *engineFixture, seed uint64, ids *idCounter, what string, next func() Request) {
+func differentialDecisions(t *testing.T, f *engineFixture, seed uint64, ids *idCounter, what string,
+	next func() Request) {
 	t.Helper()
 	l, err := eventlog.Open("db", &eventlog.Options{FS: copyingFS(f.fs.(*vfs.MemFS).CrashClone(vfs.CrashCloneCfg{}))})
 	require.NoError(t, err)
@@ -495,7 +521,8 @@ func differentialDecisions(t *testing.T, f *engineFixture, seed uint64, ids *idC
 		require.NoError(t, err)
 		got, err := e.Submit(context.Background(), req)
 		require.NoError(t, err)
-		require.Equal(t, string(want.Result), string(got.Result), "%s: %s decided on a copy", what, req.Command.Kind())
+		require.Equal(t, string(want.Result), string(got.Result), "%s: %s decided on a copy", what,
+			req.Command.Kind())
 		require.Equal(t, want.Rejected, got.Rejected, "%s: %s decided on a copy", what, req.Command.Kind())
 		require.Equal(t, want.Position, got.Position, "%s: %s decided on a copy", what, req.Command.Kind())
 		require.Equal(t, want.Replayed, got.Replayed, "%s: %s decided on a copy", what, req.Command.Kind())

@@ -334,15 +334,16 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 		return nil, fmt.Errorf("commands: rebuild state: %w", err)
 	}
 	s.ColdStore().ReportIndexErrors(func(inMemory int, err error) {
-		o.Logger.Error("summaries of finished runs not written to the index; they are answered from memory and written at the next eviction pass",
-			"inMemory", inMemory, "err", err)
+		o.Logger.Error("summaries of finished runs not written to the index; they are answered from memory and "+
+			"written at the next eviction pass", "inMemory", inMemory, "err", err)
 	})
 	s.ColdStore().ReportErrors(func(run string, err error) {
-		o.Logger.Error("a cold run could not be read back from the log; its requests are refused until it can be", "run", run, "err", err)
+		o.Logger.Error("a cold run could not be read back from the log; its requests are refused until it can be",
+			"run", run, "err", err)
 	})
 	if info.IndexRebuilt != nil {
-		o.Logger.Warn("the index of finished runs' summaries did not hold the runs it should; it was rebuilt from the log",
-			"why", info.IndexRebuilt)
+		o.Logger.Warn("the index of finished runs' summaries did not hold the runs it should; it was rebuilt "+
+			"from the log", "why", info.IndexRebuilt)
 	}
 	if info.SnapshotPosition > 0 || s.Position > 0 {
 		o.Logger.Info("state rebuilt", "snapshot", info.SnapshotPosition, "replayed", info.Replayed,
@@ -362,7 +363,8 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 	e.stager, e.depth, e.early, e.mayLinger = stagerFor(o.Committer, l)
 	e.checker, _ = o.Committer.(WriteChecker)
 	e.confirmer, _ = o.Committer.(HeadConfirmer)
-	e.flights, e.free, e.synced = make(chan *flight, e.depth), make(chan *flight, e.depth), make(chan time.Time, e.depth)
+	e.flights, e.free, e.synced = make(chan *flight, e.depth), make(chan *flight, e.depth),
+		make(chan time.Time, e.depth)
 	for range e.depth {
 		e.free <- &flight{eventless: make(map[string]uint64), eventlessRuns: make(map[string]uint64)}
 	}
@@ -375,7 +377,8 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 	e.wg.Add(1)
 	go e.stopWithLog()
 	if o.Config != nil {
-		r, err := e.Submit(context.Background(), Request{Actor: events.Actor{Role: events.RoleEngine}, Command: &Configure{Config: *o.Config}})
+		r, err := e.Submit(context.Background(),
+			Request{Actor: events.Actor{Role: events.RoleEngine}, Command: &Configure{Config: *o.Config}})
 		if err == nil && r.Rejected != nil {
 			err = r.Rejected
 		}

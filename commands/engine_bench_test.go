@@ -63,8 +63,11 @@ func benchEngine(b *testing.B, submitters int) {
 			lat[g] = make([]time.Duration, 0, per)
 			for i := 0; i < per; i++ {
 				s := time.Now()
-				r, err := e.Submit(context.Background(), Request{Principal: events.WorkerPrincipal("R", "02_exec"), CommandID: fmt.Sprintf("b-%d-%d", g, i), Actor: worker("02_exec"),
-					Command: &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "find X", BudgetTokens: ptr(int64(1000))}})
+				r, err := e.Submit(context.Background(),
+					Request{Principal: events.WorkerPrincipal("R", "02_exec"),
+						CommandID: fmt.Sprintf("b-%d-%d", g, i), Actor: worker("02_exec"),
+						Command: &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "find X",
+							BudgetTokens: ptr(int64(1000))}})
 				lat[g] = append(lat[g], time.Since(s))
 				if err != nil || r.Rejected != nil {
 					b.Errorf("not admitted: %v %v", err, r.Rejected)
@@ -73,7 +76,8 @@ func benchEngine(b *testing.B, submitters int) {
 				var res DelegateResult
 				_ = json.Unmarshal(r.Result, &res)
 				if _, err := e.Submit(context.Background(), Request{Actor: orchestrator,
-					Command: &DelegateSettle{RunID: "R", SubID: res.GrandchildTaskRef, Outcome: OutcomeOK, Text: "done"}}); err != nil {
+					Command: &DelegateSettle{RunID: "R", SubID: res.GrandchildTaskRef, Outcome: OutcomeOK,
+						Text: "done"}}); err != nil {
 					b.Error(err)
 					return
 				}
@@ -142,7 +146,8 @@ func eventlogBatchRate(b *testing.B, dir string) float64 {
 	start := time.Now()
 	for time.Since(start) < time.Second {
 		for i := range evs {
-			evs[i] = eventlog.Event{Stream: fmt.Sprintf("run-%d", (n+i)/3%100), Type: "delegate.admitted", SchemaVersion: 1, Payload: payload}
+			evs[i] = eventlog.Event{Stream: fmt.Sprintf("run-%d", (n+i)/3%100), Type: "delegate.admitted",
+				SchemaVersion: 1, Payload: payload}
 		}
 		_, err := l.Append(eventlog.Write{Events: evs})
 		require.NoError(b, err)
@@ -198,7 +203,8 @@ func (q quiet) Fatalf(f string, a ...any) {
 // BenchmarkFingerprint is the per-command cost command ids add on the
 // submitter's goroutine (the writer only compares bytes).
 func BenchmarkFingerprint(b *testing.B) {
-	c := &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "find X in the tree and report", BudgetTokens: ptr(int64(1000))}
+	c := &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "find X in the tree and report",
+		BudgetTokens: ptr(int64(1000))}
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := fingerprint(c); err != nil {

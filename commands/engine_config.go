@@ -44,7 +44,8 @@ func ValidateConfig(c projections.Config) error {
 	errs = append(errs, validateFairness(c)...)
 	errs = append(errs, validateJobLimits(c)...)
 	if c.BudgetMode != "" && c.BudgetMode != events.BudgetModePicrew && c.BudgetMode != events.BudgetModeNested {
-		errs = append(errs, fmt.Errorf("budgetMode %q is neither %s nor %s", c.BudgetMode, events.BudgetModePicrew, events.BudgetModeNested))
+		errs = append(errs, fmt.Errorf("budgetMode %q is neither %s nor %s", c.BudgetMode, events.BudgetModePicrew,
+			events.BudgetModeNested))
 	}
 	for _, m := range c.ModelCatalog {
 		if m == "" || longerThan(m, MaxModelChars) {
@@ -60,10 +61,12 @@ func SameConfig(a, b projections.Config) bool {
 	return a.NestingEnabled == b.NestingEnabled && a.MaxDepth == b.MaxDepth && a.MaxSlots == b.MaxSlots &&
 		a.SerializeOnPathOverlap == b.SerializeOnPathOverlap && a.UnmeteredDelegates == b.UnmeteredDelegates &&
 		a.SettleGraceSec == b.SettleGraceSec && (a.ModelCatalog == nil) == (b.ModelCatalog == nil) &&
-		slices.Equal(a.ModelCatalog, b.ModelCatalog) && a.SlotShare == b.SlotShare && a.SlotWaitSec == b.SlotWaitSec &&
+		slices.Equal(a.ModelCatalog, b.ModelCatalog) && a.SlotShare == b.SlotShare &&
+		a.SlotWaitSec == b.SlotWaitSec &&
 		a.QuotaEvents == b.QuotaEvents && a.QuotaBytes == b.QuotaBytes && a.QuotaMsgsPerMin == b.QuotaMsgsPerMin &&
 		a.QuotaReserve == b.QuotaReserve && a.QuotaWorkerMsgShare == b.QuotaWorkerMsgShare &&
-		recordedBudgetMode(a.BudgetMode) == recordedBudgetMode(b.BudgetMode) && a.WaitMethodsEnabled == b.WaitMethodsEnabled &&
+		recordedBudgetMode(a.BudgetMode) == recordedBudgetMode(b.BudgetMode) &&
+		a.WaitMethodsEnabled == b.WaitMethodsEnabled &&
 		a.ProxyPayloadBytes == b.ProxyPayloadBytes && a.ProxyManifestBytes == b.ProxyManifestBytes &&
 		a.ProxyMaxInFlight == b.ProxyMaxInFlight && a.ProxyMaxRequests == b.ProxyMaxRequests &&
 		a.RevokedRootLimit == b.RevokedRootLimit && a.RerouteEndedAttempts == b.RerouteEndedAttempts

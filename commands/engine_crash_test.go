@@ -35,7 +35,8 @@ func mixedWorkload(f *engineFixture, emit func(id string, r Request)) {
 		run := fmt.Sprintf("R%d", r)
 		orch(&RunCreate{RunID: run, Team: "t", Goal: "g", Cwd: "/w", BudgetTotal: optBudget(int64(50000 * r))})
 		orch(&RunTransition{RunID: run, To: "running"})
-		orch(&TaskCreate{RunID: run, TaskID: "02_exec", Role: "executor", Agent: "a", Title: "x", Cwd: "/w", StepID: "s"})
+		orch(&TaskCreate{RunID: run, TaskID: "02_exec", Role: "executor", Agent: "a", Title: "x", Cwd: "/w",
+			StepID: "s"})
 		orch(&TaskTransition{RunID: run, TaskID: "02_exec", To: "running"})
 	}
 	cfg := projections.DefaultConfig()
@@ -60,7 +61,8 @@ func mixedWorkload(f *engineFixture, emit func(id string, r Request)) {
 				})
 			}
 			if i%2 == 0 {
-				orch(&DelegateSettle{RunID: runOf, SubID: sub, Outcome: OutcomeOK, Text: "ok", UsageTokens: ptr(int64(12000))})
+				orch(&DelegateSettle{RunID: runOf, SubID: sub, Outcome: OutcomeOK, Text: "ok",
+					UsageTokens: ptr(int64(12000))})
 			} else {
 				orch(&DelegateCancel{RunID: runOf, SubID: sub, Reason: "test"})
 			}
@@ -183,7 +185,8 @@ func TestEngineCrashBeforeEveryOpWithColdRuns(t *testing.T) {
 			&RunTransition{RunID: run, To: "running"},
 			&RunTransition{RunID: run, To: "cancelled"},
 		} {
-			r := Request{Principal: events.AdminPrincipal(), Actor: admin, CommandID: fmt.Sprintf("%s-%d", run, j), Command: c}
+			r := Request{Principal: events.AdminPrincipal(), Actor: admin,
+				CommandID: fmt.Sprintf("%s-%d", run, j), Command: c}
 			_, err := e.Submit(context.Background(), r)
 			require.NoError(t, err)
 			clock.Advance(time.Second)

@@ -89,7 +89,8 @@ func (f *engineFixture) do(c Command) Reply {
 func (f *engineFixture) seedRun(runID string, budget int64) {
 	f.do(&RunCreate{RunID: runID, Team: "t", Goal: "g", Cwd: "/w", BudgetTotal: optBudget(budget)})
 	f.do(&RunTransition{RunID: runID, To: "running"})
-	f.do(&TaskCreate{RunID: runID, TaskID: "02_exec", Role: "executor", Agent: "a", Title: "exec", Cwd: "/w", StepID: "exec", Model: "anthropic/m1"})
+	f.do(&TaskCreate{RunID: runID, TaskID: "02_exec", Role: "executor", Agent: "a", Title: "exec", Cwd: "/w",
+		StepID: "exec", Model: "anthropic/m1"})
 	f.do(&TaskTransition{RunID: runID, TaskID: "02_exec", To: "running"})
 }
 

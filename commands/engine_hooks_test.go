@@ -133,7 +133,8 @@ func TestEngineDuplicateIDsInOneGroup(t *testing.T) {
 		as(wk, "same", req),
 		as(wk, "same", &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "p"}), // a retry: an equal request
 		as(wk, "same", &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "other"}),
-		as(events.WorkerPrincipal("S", "02_exec"), "same", &DelegateRequest{RunID: "S", TaskID: "02_exec", Prompt: "p"}),
+		as(events.WorkerPrincipal("S", "02_exec"), "same",
+			&DelegateRequest{RunID: "S", TaskID: "02_exec", Prompt: "p"}),
 	})
 	require.Equal(t, []int{4}, sizes, "all four were decided in one group")
 	for i, a := range got {
@@ -223,7 +224,8 @@ func TestEngineCrashInsideCommit(t *testing.T) {
 					before = durable
 				}
 				if pub > durable {
-					problems = append(problems, fmt.Sprintf("published %d > durable %d at point %d", pub, durable, point))
+					problems = append(problems, fmt.Sprintf("published %d > durable %d at point %d", pub,
+						durable, point))
 				}
 				// NB: once a rule is broken the test has failed; crashing
 				// then would only hide the report behind the engine's
@@ -242,8 +244,11 @@ func TestEngineCrashInsideCommit(t *testing.T) {
 					&DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "p"}))
 			}
 			reqs = append(reqs,
-				as(events.WorkerPrincipal("S", "02_exec"), "d-0", &DelegateRequest{RunID: "S", TaskID: "02_exec", Prompt: "p", Role: ptr("reviewer")}),
-				as(events.OrchestratorPrincipal("S"), "t-1", &TaskCreate{RunID: "S", TaskID: "03", Role: "executor", Agent: "a", Title: "t", Cwd: "/w", StepID: "s"}),
+				as(events.WorkerPrincipal("S", "02_exec"), "d-0",
+					&DelegateRequest{RunID: "S", TaskID: "02_exec", Prompt: "p", Role: ptr("reviewer")}),
+				as(events.OrchestratorPrincipal("S"), "t-1",
+					&TaskCreate{RunID: "S", TaskID: "03", Role: "executor", Agent: "a", Title: "t", Cwd: "/w",
+						StepID: "s"}),
 			)
 			got := g.inOneGroup(reqs)
 			require.Empty(t, problems)

@@ -24,7 +24,8 @@ import (
 // cluster's writer lease, until a command met the failed log.
 func TestAnEngineStopsWhenItsLogFailsStop(t *testing.T) {
 	walWrites := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if strings.HasSuffix(op.Path, ".log") && (op.Kind == errorfs.OpFileWrite || op.Kind == errorfs.OpFileWriteAt) {
+		if strings.HasSuffix(op.Path, ".log") &&
+			(op.Kind == errorfs.OpFileWrite || op.Kind == errorfs.OpFileWriteAt) {
 			return errorfs.ErrInjected
 		}
 		return nil
@@ -50,9 +51,9 @@ func TestAnEngineStopsWhenItsLogFailsStop(t *testing.T) {
 }
 
 // A flush that fails under the engine — a disk full past crewd's space guard refuses the flush's table, while the
-// WAL, its file recycled, still takes the commits — stops the engine at once, as a failed commit does: Err and Failed
-// say so (crewd's readiness, its exit for a restart), and the engine and its log close. Where the log went on, the
-// engine went on committing until Pebble held its writer back for good, waiting for a flush that never came, and
+// WAL, its file recycled, still takes the commits — stops the engine at once, as a failed commit does: Err and
+// Failed say so (crewd's readiness, its exit for a restart), and the engine and its log close. Where the log went on,
+// the engine went on committing until Pebble held its writer back for good, waiting for a flush that never came, and
 // neither the engine's Close nor the log's returned.
 func TestAnEngineStopsWhenItsLogsFlushFails(t *testing.T) {
 	tableWrites := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
@@ -108,8 +109,8 @@ func TestAnEngineStopsWhenItsLogsFlushFailsWithItsWriterHeldInPebble(t *testing.
 		return disk.Fault(op.Path, op.Kind.ReadOrWrite() == errorfs.OpIsWrite)
 	})}
 	held := disktest.NewStallWatch(nil)
-	l, err := eventlog.Open("db", &eventlog.Options{FS: errorfs.Wrap(vfs.NewMem(), tableWrites), MemTableSize: 256 << 10,
-		Logger: slog.New(slog.NewTextHandler(held, nil))})
+	l, err := eventlog.Open("db", &eventlog.Options{FS: errorfs.Wrap(vfs.NewMem(), tableWrites),
+		MemTableSize: 256 << 10, Logger: slog.New(slog.NewTextHandler(held, nil))})
 	require.NoError(t, err)
 	e, err := Open(l, Options{Clock: newTestClock().Now, NewID: counterIDs(), ExpiryInterval: -1})
 	require.NoError(t, err)

@@ -71,8 +71,10 @@ func TestEngineConcurrentAdmissionsNeverOverAdmit(t *testing.T) {
 			// Each submitter goes on until the grant is spent (bounded).
 			for i := 0; i < maxEach; i++ {
 				id := fmt.Sprintf("req-%02d-%02d", g, i)
-				r, err := f.eng.Submit(context.Background(), Request{Principal: events.WorkerPrincipal("R", "02_exec"), CommandID: id, Actor: worker("02_exec"),
-					Command: &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "p", BudgetTokens: ptr(int64(ask))}})
+				r, err := f.eng.Submit(context.Background(), Request{Principal: events.WorkerPrincipal("R",
+					"02_exec"), CommandID: id, Actor: worker("02_exec"),
+					Command: &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "p",
+						BudgetTokens: ptr(int64(ask))}})
 				if err != nil {
 					failed("submit %s: %w", id, err)
 					return
@@ -86,7 +88,8 @@ func TestEngineConcurrentAdmissionsNeverOverAdmit(t *testing.T) {
 					}
 					a.sub = res.GrandchildTaskRef
 					if _, err := f.eng.Submit(context.Background(), Request{Actor: orchestrator,
-						Command: &DelegateSettle{RunID: "R", SubID: a.sub, Outcome: OutcomeOK, Text: "done"}}); err != nil {
+						Command: &DelegateSettle{RunID: "R", SubID: a.sub, Outcome: OutcomeOK,
+							Text: "done"}}); err != nil {
 						failed("settle %s: %w", a.sub, err)
 						return
 					}

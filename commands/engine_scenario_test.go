@@ -219,7 +219,8 @@ func (es *engineScenario) when(role, run, task, id, method string, params json.R
 	case *RunCreate:
 		c.OrchestratorDigest = es.digest()
 	}
-	r, err := es.eng.Submit(context.Background(), Request{Principal: p, CommandID: id, Actor: p.Actor(), Command: cmd})
+	r, err := es.eng.Submit(context.Background(),
+		Request{Principal: p, CommandID: id, Actor: p.Actor(), Command: cmd})
 	if err != nil {
 		return fmt.Errorf("Submit: %w", err)
 	}

@@ -21,11 +21,14 @@ import (
 func TestEngineAdmitsAndPublishes(t *testing.T) {
 	f := openEngine(t, vfs.NewMem(), newTestClock(), nil)
 	f.seedRun("R", 100000)
-	r, err := f.eng.Submit(context.Background(), Request{Principal: events.WorkerPrincipal("R", "02_exec"), CommandID: "c1", Actor: worker("02_exec"),
-		Command: &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "find X", BudgetTokens: ptr(int64(20000))}})
+	r, err := f.eng.Submit(context.Background(),
+		Request{Principal: events.WorkerPrincipal("R", "02_exec"), CommandID: "c1", Actor: worker("02_exec"),
+			Command: &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "find X",
+				BudgetTokens: ptr(int64(20000))}})
 	require.NoError(t, err)
 	require.Nil(t, r.Rejected)
-	require.JSONEq(t, `{"ok":true,"grandchildTaskRef":"gc-00000001","childDepth":2,"timeoutSec":900}`, string(r.Result))
+	require.JSONEq(t, `{"ok":true,"grandchildTaskRef":"gc-00000001","childDepth":2,"timeoutSec":900}`,
+		string(r.Result))
 
 	// The answer comes after the publish: the effects are visible at once.
 	f.eng.Read(func(s *projections.State) {
@@ -57,8 +60,9 @@ func TestEngineIdempotentCommandIDAcrossRestart(t *testing.T) {
 	require.JSONEq(t, string(first.Result), string(again.Result), "the same grandchildTaskRef")
 	require.Equal(t, first.Position, again.Position)
 
-	denied := Request{Principal: events.WorkerPrincipal("R", "02_exec"), CommandID: "denied", Actor: worker("02_exec"),
-		Command: &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "p", Role: ptr("reviewer")}}
+	denied := Request{Principal: events.WorkerPrincipal("R", "02_exec"), CommandID: "denied",
+		Actor: worker("02_exec"), Command: &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "p",
+			Role: ptr("reviewer")}}
 	d1, err := f.eng.Submit(context.Background(), denied)
 	require.NoError(t, err)
 	require.Equal(t, "role-denied", d1.Rejected.Reason)
@@ -88,8 +92,9 @@ func TestEngineConcurrentDuplicateIDs(t *testing.T) {
 	results := make(chan answer, 2)
 	for i := 0; i < 2; i++ {
 		go func() {
-			r, err := f.eng.Submit(context.Background(), Request{Principal: events.WorkerPrincipal("R", "02_exec"), CommandID: "same", Actor: worker("02_exec"),
-				Command: &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "p"}})
+			r, err := f.eng.Submit(context.Background(),
+				Request{Principal: events.WorkerPrincipal("R", "02_exec"), CommandID: "same",
+					Actor: worker("02_exec"), Command: &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "p"}})
 			results <- answer{r, err}
 		}()
 	}
@@ -173,7 +178,8 @@ func TestEngineFailsStopOnCommitError(t *testing.T) {
 	<-f.eng.Failed() // closed by the failed commit: a daemon waiting on it exits
 	require.ErrorIs(t, f.eng.Err(), ErrFailed)
 	toggle.Off()
-	_, err = f.eng.Submit(context.Background(), Request{Actor: orchestrator, Command: &RunTransition{RunID: "R", To: "blocked"}})
+	_, err = f.eng.Submit(context.Background(), Request{Actor: orchestrator,
+		Command: &RunTransition{RunID: "R", To: "blocked"}})
 	require.ErrorIs(t, err, ErrFailed)
 	require.Equal(t, before, f.eng.Head())
 	f.eng.Read(func(s *projections.State) { require.Zero(t, s.SlotsHeld()) })
@@ -222,24 +228,26 @@ func TestEngineRefusesWhatTheLogWouldNot(t *testing.T) {
 	require.NoError(t, err)
 	defer e.Close()
 
-	r, err := e.Submit(context.Background(), Request{Principal: events.AdminPrincipal(), CommandID: "big", Actor: admin,
-		Command: &RunCreate{RunID: "R", Team: "t", Goal: strings.Repeat("g", 2000), Cwd: "/w"}})
+	r, err := e.Submit(context.Background(), Request{Principal: events.AdminPrincipal(), CommandID: "big",
+		Actor: admin, Command: &RunCreate{RunID: "R", Team: "t", Goal: strings.Repeat("g", 2000), Cwd: "/w"}})
 	require.NoError(t, err)
 	require.NotNil(t, r.Rejected)
 	require.Equal(t, CodeBadParams, r.Rejected.Code)
 	require.Contains(t, r.Rejected.Message, "payload")
 
-	r, err = e.Submit(context.Background(), Request{Principal: events.AdminPrincipal(), CommandID: strings.Repeat("x", 300), Actor: admin,
+	r, err = e.Submit(context.Background(), Request{Principal: events.AdminPrincipal(),
+		CommandID: strings.Repeat("x", 300), Actor: admin,
 		Command: &RunCreate{RunID: "R", Team: "t", Goal: "g", Cwd: "/w"}})
 	require.NoError(t, err)
 	require.Equal(t, CodeBadParams, r.Rejected.Code, "an over-long command id is refused, not written")
 
-	r, err = e.Submit(context.Background(), Request{Principal: events.AdminPrincipal(), CommandID: "small", Actor: admin,
-		Command: &RunCreate{RunID: "R", Team: "t", Goal: "g", Cwd: "/w"}})
+	r, err = e.Submit(context.Background(), Request{Principal: events.AdminPrincipal(), CommandID: "small",
+		Actor: admin, Command: &RunCreate{RunID: "R", Team: "t", Goal: "g", Cwd: "/w"}})
 	require.NoError(t, err)
 	require.Nil(t, r.Rejected, "the engine still serves")
-	again, err := e.Submit(context.Background(), Request{Principal: events.AdminPrincipal(), CommandID: "big", Actor: admin,
-		Command: &RunCreate{RunID: "R", Team: "t", Goal: strings.Repeat("g", 2000), Cwd: "/w"}})
+	again, err := e.Submit(context.Background(),
+		Request{Principal: events.AdminPrincipal(), CommandID: "big", Actor: admin,
+			Command: &RunCreate{RunID: "R", Team: "t", Goal: strings.Repeat("g", 2000), Cwd: "/w"}})
 	require.NoError(t, err)
 	require.True(t, again.Replayed, "the refusal was recorded under its command id")
 	require.Equal(t, CodeBadParams, again.Rejected.Code)

@@ -46,11 +46,13 @@ var backSteps = []struct {
 	name string
 	back func(t *testing.T, f *engineFixture, c *steppedClock, cfg *projections.Config) *engineFixture
 }{
-	{"a step back between two commands", func(t *testing.T, f *engineFixture, c *steppedClock, _ *projections.Config) *engineFixture {
+	{"a step back between two commands", func(t *testing.T, f *engineFixture, c *steppedClock,
+		_ *projections.Config) *engineFixture {
 		c.step(-time.Hour)
 		return f
 	}},
-	{"a restart on a clock behind the log", func(t *testing.T, f *engineFixture, c *steppedClock, cfg *projections.Config) *engineFixture {
+	{"a restart on a clock behind the log", func(t *testing.T, f *engineFixture, c *steppedClock,
+		cfg *projections.Config) *engineFixture {
 		f.close()
 		c.step(-time.Hour)
 		return openStepped(t, f.fs, c, cfg)
@@ -72,7 +74,8 @@ func TestEngineTimesNeverGoBack(t *testing.T) {
 			var last int64
 			for it.Next() {
 				ev := it.Event()
-				require.GreaterOrEqual(t, ev.Time, last, "event %d (%s) is dated before the one before it", ev.Position, ev.Type)
+				require.GreaterOrEqual(t, ev.Time, last, "event %d (%s) is dated before the one before it",
+					ev.Position, ev.Type)
 				last = ev.Time
 			}
 			require.NoError(t, it.Close())
@@ -90,7 +93,8 @@ func TestEngineDeadlinesComeThroughAStepBack(t *testing.T) {
 			sub := f.delegate(wk, 60)
 			f = b.back(t, f, c, nil)
 			// NB: 16 ms of the monotonic clock are 15 of the engine's while the wall clock is behind (catchUpPace).
-			c.pass(time.Duration(60+projections.DefaultConfig().SettleGraceSec)*time.Second*16/15 - 16*time.Millisecond)
+			c.pass(time.Duration(60+projections.DefaultConfig().SettleGraceSec)*time.Second*16/15 -
+				16*time.Millisecond)
 			require.Zero(t, f.eng.Tick(context.Background()), "not due 15 ms short of deadline + grace")
 			c.pass(16 * time.Millisecond)
 			require.Equal(t, 1, f.eng.Tick(context.Background()), "due at deadline + grace")
@@ -111,7 +115,8 @@ func TestEngineMessageRateRefillsAfterAStepBack(t *testing.T) {
 	cfg.QuotaMsgsPerMin, cfg.QuotaReserve = 3, 0
 	f, c, wk := steppedRun(t, &cfg)
 	send := func() *RejectedError {
-		return f.submit(as(wk, "", &MessageSend{RunID: "R", FromTask: "02_exec", To: []string{ToParent}, Body: "m"})).Rejected
+		return f.submit(as(wk, "", &MessageSend{RunID: "R", FromTask: "02_exec", To: []string{ToParent},
+			Body: "m"})).Rejected
 	}
 
 	c.step(30 * time.Minute)
@@ -166,10 +171,12 @@ func TestEngineTimeFollowsTheGroupsCaughtUp(t *testing.T) {
 	own, copyLog := writerAndCopy(t)
 	ahead, behind := newTestClock(), &steppedClock{wall: newTestClock()}
 	ahead.Advance(time.Hour)
-	w, err := Open(own, Options{Clock: ahead.Now, NewID: counterIDs(), ExpiryInterval: -1, Committer: &copyingCommitter{own: own, copy: copyLog}})
+	w, err := Open(own, Options{Clock: ahead.Now, NewID: counterIDs(), ExpiryInterval: -1,
+		Committer: &copyingCommitter{own: own, copy: copyLog}})
 	require.NoError(t, err)
 	defer w.Close()
-	f, err := Open(copyLog, Options{Clock: behind.wall.Now, NewID: counterIDs(), ExpiryInterval: -1, hooks: &testHooks{elapsed: behind.Elapsed}})
+	f, err := Open(copyLog, Options{Clock: behind.wall.Now, NewID: counterIDs(), ExpiryInterval: -1,
+		hooks: &testHooks{elapsed: behind.Elapsed}})
 	require.NoError(t, err)
 	defer f.Close()
 

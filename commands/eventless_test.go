@@ -61,7 +61,8 @@ func TestEventlessOutcomesAreRecordedUpToTheirBound(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, MaxEventlessOutcomes, n)
 
-	for _, other := range []events.Principal{events.OrchestratorPrincipal("R"), events.WorkerPrincipal("R", "03_other")} {
+	for _, other := range []events.Principal{events.OrchestratorPrincipal("R"), events.WorkerPrincipal("R",
+		"03_other")} {
 		f.submit(refused(other, "r-1"))
 		again := f.submit(refused(other, "r-1"))
 		require.True(t, again.Replayed, "%v: another principal's refusal is recorded", other)
@@ -122,10 +123,12 @@ func TestARunsPrincipalsRecordEventlessOutcomesUpToTheRunsBound(t *testing.T) {
 		}
 		return r.Replayed
 	}
-	require.False(t, recorded(f.eng, events.WorkerPrincipal("R", "fresh"), "x"), "a worker of a run past its bound records nothing")
+	require.False(t, recorded(f.eng, events.WorkerPrincipal("R", "fresh"), "x"),
+		"a worker of a run past its bound records nothing")
 	require.True(t, recorded(f.eng, events.OrchestratorPrincipal("R"), "x"),
 		"the run's workers cannot use up its orchestrator's own bound")
-	for _, p := range []events.Principal{events.WorkerPrincipal("S", "w0"), events.OrchestratorPrincipal("S"), events.AdminPrincipal()} {
+	for _, p := range []events.Principal{events.WorkerPrincipal("S", "w0"), events.OrchestratorPrincipal("S"),
+		events.AdminPrincipal()} {
 		require.True(t, recorded(f.eng, p, "x"), "%v: recorded", p)
 	}
 	early := f.submit(refused(events.WorkerPrincipal("R", "w3"), "r-7"))
@@ -138,8 +141,10 @@ func TestARunsPrincipalsRecordEventlessOutcomesUpToTheRunsBound(t *testing.T) {
 	e, err := Open(f.log, Options{Clock: clock.Now, ExpiryInterval: -1})
 	require.NoError(t, err)
 	defer e.Close()
-	require.False(t, recorded(e, events.WorkerPrincipal("R", "after-restart"), "x"), "the run's bound holds across a restart")
-	require.True(t, recorded(e, events.OrchestratorPrincipal("R"), "y"), "and its orchestrator's own bound is still its own")
+	require.False(t, recorded(e, events.WorkerPrincipal("R", "after-restart"), "x"),
+		"the run's bound holds across a restart")
+	require.True(t, recorded(e, events.OrchestratorPrincipal("R"), "y"),
+		"and its orchestrator's own bound is still its own")
 
 	orch := events.OrchestratorPrincipal("R")
 	reqs := make([]Request, MaxEventlessOutcomes-2) // "x" and "y" above
@@ -180,7 +185,8 @@ func BenchmarkRefusalsWithFreshIDs(b *testing.B) {
 	for done := 0; done < b.N; {
 		reqs := make([]Request, min(1000, b.N-done))
 		for i := range reqs {
-			reqs[i] = as(w, fmt.Sprintf("refusal-%012d", done+i), &TaskTransition{RunID: "R", TaskID: "99_absent", To: "running"})
+			reqs[i] = as(w, fmt.Sprintf("refusal-%012d", done+i),
+				&TaskTransition{RunID: "R", TaskID: "99_absent", To: "running"})
 		}
 		replies, err := e.SubmitAll(context.Background(), reqs)
 		require.NoError(b, err)

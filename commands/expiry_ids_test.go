@@ -31,9 +31,11 @@ func TestTickExpiresTheObjectsOfARunWithALongID(t *testing.T) {
 		return r.Result
 	}
 	var del DelegateResult
-	require.NoError(t, json.Unmarshal(submit(&DelegateRequest{RunID: runID, TaskID: "02_exec", Prompt: "p", TimeoutSec: ptr(5.0)}), &del))
+	require.NoError(t, json.Unmarshal(submit(&DelegateRequest{RunID: runID, TaskID: "02_exec", Prompt: "p",
+		TimeoutSec: ptr(5.0)}), &del))
 	var ask WaitResult
-	require.NoError(t, json.Unmarshal(submit(&WaitRequest{RunID: runID, TaskID: "02_exec", Question: "q", TimeoutSec: ptr(30.0)}), &ask))
+	require.NoError(t, json.Unmarshal(submit(&WaitRequest{RunID: runID, TaskID: "02_exec", Question: "q",
+		TimeoutSec: ptr(30.0)}), &ask))
 
 	clock.Advance(36 * time.Second) // past 5 s + 30 s grace, and past the question's 30 s
 	require.Equal(t, 2, f.eng.Tick(context.Background()))
@@ -45,7 +47,8 @@ func TestTickExpiresTheObjectsOfARunWithALongID(t *testing.T) {
 		a, _ := s.Ask(runID, ask.QuestionID)
 		require.Equal(t, projections.AskTimedOut, a.Status)
 	})
-	for _, c := range []Command{&DelegateExpire{RunID: runID, SubID: del.GrandchildTaskRef}, &AskExpire{RunID: runID, QuestionID: ask.QuestionID}} {
+	for _, c := range []Command{&DelegateExpire{RunID: runID, SubID: del.GrandchildTaskRef},
+		&AskExpire{RunID: runID, QuestionID: ask.QuestionID}} {
 		id := expiryID(c)
 		require.LessOrEqual(t, len(id), eventlog.MaxIDLen)
 		o, err := f.log.Outcome(events.EnginePrincipal().Key(), id)

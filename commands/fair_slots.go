@@ -53,8 +53,8 @@ func slotShareExceeded(s *projections.State, runID string, env *Env, policy *eve
 	if policy.RunHeld < cfg.SlotShare {
 		return "", false
 	}
-	return fmt.Sprintf("delegate rejected: run holds %d slot(s), its share of the pool, while %d other run(s) wait; %d/%d in flight",
-		policy.RunHeld, waiting, policy.Held, policy.Capacity), true
+	return fmt.Sprintf("delegate rejected: run holds %d slot(s), its share of the pool, while %d other run(s) "+
+		"wait; %d/%d in flight", policy.RunHeld, waiting, policy.Held, policy.Capacity), true
 }
 
 // validateFairness checks the fair-slot and quota knobs.

@@ -31,7 +31,8 @@ func strAcrossLengths(r *rand.Rand) string {
 }
 
 func TestCanonicalEncodingMatchesReflection(t *testing.T) {
-	ints := []int64{0, 1, -1, 127, 128, -32, -33, 255, 256, 65535, 65536, math.MaxInt32, math.MinInt32, math.MaxInt64, math.MinInt64}
+	ints := []int64{0, 1, -1, 127, 128, -32, -33, 255, 256, 65535, 65536, math.MaxInt32, math.MinInt32, math.MaxInt64,
+		math.MinInt64}
 	floats := []float64{0, -0.5, 1e300, math.Inf(1), math.SmallestNonzeroFloat64}
 	r := rand.New(rand.NewPCG(1, 2))
 	for range 400 {
@@ -59,10 +60,11 @@ func TestCanonicalEncodingMatchesReflection(t *testing.T) {
 			v := floats[r.IntN(len(floats))]
 			timeout = &v
 		}
-		requireCanonicalAsReflection(t, &DelegateRequest{RunID: strAcrossLengths(r), TaskID: strAcrossLengths(r), Prompt: strAcrossLengths(r),
-			Description: s(), Role: s(), Model: s(), MaxTurns: maxTurns, BudgetTokens: i64(), TimeoutSec: timeout, Untrusted: r.IntN(2) == 0})
-		requireCanonicalAsReflection(t, &DelegateSettle{RunID: strAcrossLengths(r), SubID: strAcrossLengths(r), Outcome: strAcrossLengths(r),
-			Text: strAcrossLengths(r), UsageTokens: i64()})
+		requireCanonicalAsReflection(t, &DelegateRequest{RunID: strAcrossLengths(r), TaskID: strAcrossLengths(r),
+			Prompt: strAcrossLengths(r), Description: s(), Role: s(), Model: s(), MaxTurns: maxTurns,
+			BudgetTokens: i64(), TimeoutSec: timeout, Untrusted: r.IntN(2) == 0})
+		requireCanonicalAsReflection(t, &DelegateSettle{RunID: strAcrossLengths(r), SubID: strAcrossLengths(r),
+			Outcome: strAcrossLengths(r), Text: strAcrossLengths(r), UsageTokens: i64()})
 	}
 	requireCanonicalAsReflection(t, &DelegateRequest{})
 	requireCanonicalAsReflection(t, &DelegateSettle{})
@@ -72,7 +74,8 @@ func TestCanonicalEncodingMatchesReflection(t *testing.T) {
 // client sent, whose Text is SentText, so that its fingerprint does not depend on the cut.
 func TestACutSettleIsEncodedAsSent(t *testing.T) {
 	tokens := int64(9)
-	cut := &DelegateSettle{RunID: "R", SubID: "gc-1", Outcome: OutcomeOK, Text: "<<", SentText: "<<<<", UsageTokens: &tokens}
+	cut := &DelegateSettle{RunID: "R", SubID: "gc-1", Outcome: OutcomeOK, Text: "<<", SentText: "<<<<",
+		UsageTokens: &tokens}
 	b, ok := appendCanonical(nil, cut)
 	require.True(t, ok)
 	require.Equal(t, reflected(t, &DelegateSettle{RunID: "R", SubID: "gc-1", Outcome: OutcomeOK, Text: "<<<<",
@@ -81,7 +84,8 @@ func TestACutSettleIsEncodedAsSent(t *testing.T) {
 
 func FuzzCanonicalEncodingMatchesReflection(f *testing.F) {
 	f.Add("run", "task", "prompt", "desc", int64(1000), 3, 1.5, "ok", "text", true)
-	f.Fuzz(func(t *testing.T, run, task, prompt, desc string, tokens int64, turns int, timeout float64, outcome, text string, set bool) {
+	f.Fuzz(func(t *testing.T, run, task, prompt, desc string, tokens int64, turns int, timeout float64, outcome,
+		text string, set bool) {
 		req := &DelegateRequest{RunID: run, TaskID: task, Prompt: prompt, Untrusted: set}
 		settle := &DelegateSettle{RunID: run, SubID: task, Outcome: outcome, Text: text}
 		if set {
@@ -96,15 +100,18 @@ func FuzzCanonicalEncodingMatchesReflection(f *testing.F) {
 
 // A field added to either command must be added to its canonical encoder.
 func TestCanonicalEncodingCoversEveryField(t *testing.T) {
-	require.Equal(t, 10, reflect.TypeFor[DelegateRequest]().NumField(), "DelegateRequest changed: update its appendCanonical")
+	require.Equal(t, 10, reflect.TypeFor[DelegateRequest]().NumField(),
+		"DelegateRequest changed: update its appendCanonical")
 	// NB: DelegateSettle's sixth, SentText, is encoded in Text's place.
-	require.Equal(t, 6, reflect.TypeFor[DelegateSettle]().NumField(), "DelegateSettle changed: update its appendCanonical")
+	require.Equal(t, 6, reflect.TypeFor[DelegateSettle]().NumField(),
+		"DelegateSettle changed: update its appendCanonical")
 }
 
 func TestFingerprintOfACanonicalCommandAllocatesNothing(t *testing.T) {
 	tokens := int64(1000)
 	desc := "map the admission path"
-	c := &DelegateRequest{RunID: "run-0", TaskID: "01_work", Prompt: "explore", Description: &desc, BudgetTokens: &tokens}
+	c := &DelegateRequest{RunID: "run-0", TaskID: "01_work", Prompt: "explore", Description: &desc,
+		BudgetTokens: &tokens}
 	var fp [fingerprintLen]byte
 	require.Zero(t, testing.AllocsPerRun(10, func() { _ = fingerprintInto(&fp, c) }))
 }

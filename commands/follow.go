@@ -55,7 +55,8 @@ func (e *Engine) catchUp() error {
 		r := it.Event()
 		if r.Position != e.next {
 			it.Close()
-			return fmt.Errorf("commands: catch up: the log gave position %d, the engine expected %d", r.Position, e.next)
+			return fmt.Errorf("commands: catch up: the log gave position %d, the engine expected %d",
+				r.Position, e.next)
 		}
 		ev, err := projections.FromLogWith(dec, r)
 		if err == nil {

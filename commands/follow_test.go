@@ -110,7 +110,8 @@ func TestEngineCommitterErrorFailsStop(t *testing.T) {
 	e, err := Open(l, Options{ExpiryInterval: -1, Committer: &copyingCommitter{fail: fenced}})
 	require.NoError(t, err)
 	defer e.Close()
-	_, err = e.Submit(context.Background(), Request{Actor: orchestrator, Command: &RunCreate{RunID: "r", Team: "t", Goal: "g", Cwd: "/w"}})
+	_, err = e.Submit(context.Background(), Request{Actor: orchestrator,
+		Command: &RunCreate{RunID: "r", Team: "t", Goal: "g", Cwd: "/w"}})
 	require.ErrorIs(t, err, ErrFailed)
 	<-e.Failed()
 	require.ErrorIs(t, e.CatchUp(context.Background()), ErrFailed)
@@ -134,8 +135,8 @@ func TestEngineForwarderTakesRequests(t *testing.T) {
 	e, err := Open(l, Options{ExpiryInterval: -1, Forwarder: fw})
 	require.NoError(t, err)
 	defer e.Close()
-	r, err := e.Submit(context.Background(), Request{Principal: events.AdminPrincipal(), CommandID: "c1", Actor: admin,
-		Command: &RunCreate{RunID: "r", Team: "t", Goal: "g", Cwd: "/w"}})
+	r, err := e.Submit(context.Background(), Request{Principal: events.AdminPrincipal(), CommandID: "c1",
+		Actor: admin, Command: &RunCreate{RunID: "r", Team: "t", Goal: "g", Cwd: "/w"}})
 	require.NoError(t, err)
 	require.JSONEq(t, `{"forwarded":true}`, string(r.Result))
 	require.Len(t, fw.got, 1)

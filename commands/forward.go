@@ -20,23 +20,39 @@ import (
 // TestEveryCommandKindForwards reads the package's Kind methods and fails
 // on any kind this map lacks.
 var commandKinds = map[string]func() Command{
-	"wait.request": func() Command { return new(WaitRequest) }, "wait.resolve": func() Command { return new(WaitResolve) },
-	"ask.expire": func() Command { return new(AskExpire) }, "credential.issue": func() Command { return new(CredentialIssue) },
-	"credential.revoke": func() Command { return new(CredentialRevoke) }, "delegate.spawned": func() Command { return new(DelegateSpawned) },
-	"delegate.settle": func() Command { return new(DelegateSettle) }, "delegate.cancel": func() Command { return new(DelegateCancel) },
-	"delegate.expire": func() Command { return new(DelegateExpire) }, "delegate.request": func() Command { return new(DelegateRequest) },
-	"engine.configure": func() Command { return new(Configure) }, "msg.send": func() Command { return new(MessageSend) },
-	"escalate": func() Command { return new(Escalate) }, "mailbox.deliver": func() Command { return new(MailboxDeliver) },
-	"mailbox.ack": func() Command { return new(MailboxAck) }, "quota.check": func() Command { return new(QuotaRecheck) },
-	"run.create": func() Command { return new(RunCreate) }, "run.transition": func() Command { return new(RunTransition) },
-	"steer.push": func() Command { return new(SteerPush) }, "task.create": func() Command { return new(TaskCreate) },
-	"task.transition": func() Command { return new(TaskTransition) }, "task.usage": func() Command { return new(TaskUsage) },
-	"job.create": func() Command { return new(JobCreate) }, "job.transition": func() Command { return new(JobTransition) },
-	"job.disconnect": func() Command { return new(JobDisconnect) }, "job.roots_reset": func() Command { return new(JobRootsReset) },
-	"lease.open": func() Command { return new(LeaseOpen) }, "lease.clear": func() Command { return new(LeaseClear) },
-	"manifest.revalidate": func() Command { return new(ManifestRevalidate) }, "proxy.request": func() Command { return new(ProxyRequest) },
-	"proxy.complete": func() Command { return new(ProxyComplete) }, "proxy.cancel": func() Command { return new(ProxyCancel) },
-	"import.append": func() Command { return new(Import) },
+	"wait.request":        func() Command { return new(WaitRequest) },
+	"wait.resolve":        func() Command { return new(WaitResolve) },
+	"ask.expire":          func() Command { return new(AskExpire) },
+	"credential.issue":    func() Command { return new(CredentialIssue) },
+	"credential.revoke":   func() Command { return new(CredentialRevoke) },
+	"delegate.spawned":    func() Command { return new(DelegateSpawned) },
+	"delegate.settle":     func() Command { return new(DelegateSettle) },
+	"delegate.cancel":     func() Command { return new(DelegateCancel) },
+	"delegate.expire":     func() Command { return new(DelegateExpire) },
+	"delegate.request":    func() Command { return new(DelegateRequest) },
+	"engine.configure":    func() Command { return new(Configure) },
+	"msg.send":            func() Command { return new(MessageSend) },
+	"escalate":            func() Command { return new(Escalate) },
+	"mailbox.deliver":     func() Command { return new(MailboxDeliver) },
+	"mailbox.ack":         func() Command { return new(MailboxAck) },
+	"quota.check":         func() Command { return new(QuotaRecheck) },
+	"run.create":          func() Command { return new(RunCreate) },
+	"run.transition":      func() Command { return new(RunTransition) },
+	"steer.push":          func() Command { return new(SteerPush) },
+	"task.create":         func() Command { return new(TaskCreate) },
+	"task.transition":     func() Command { return new(TaskTransition) },
+	"task.usage":          func() Command { return new(TaskUsage) },
+	"job.create":          func() Command { return new(JobCreate) },
+	"job.transition":      func() Command { return new(JobTransition) },
+	"job.disconnect":      func() Command { return new(JobDisconnect) },
+	"job.roots_reset":     func() Command { return new(JobRootsReset) },
+	"lease.open":          func() Command { return new(LeaseOpen) },
+	"lease.clear":         func() Command { return new(LeaseClear) },
+	"manifest.revalidate": func() Command { return new(ManifestRevalidate) },
+	"proxy.request":       func() Command { return new(ProxyRequest) },
+	"proxy.complete":      func() Command { return new(ProxyComplete) },
+	"proxy.cancel":        func() Command { return new(ProxyCancel) },
+	"import.append":       func() Command { return new(Import) },
 }
 
 // forwarded is a Request on the wire between crewds of one cluster.
@@ -82,7 +98,8 @@ func EncodeRequest(r Request) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("commands: encode %s: %w", r.Command.Kind(), err)
 	}
-	b, err := marshalArray(&forwarded{Principal: r.Principal, CommandID: r.CommandID, Actor: r.Actor, Kind: r.Command.Kind(), Command: c})
+	b, err := marshalArray(&forwarded{Principal: r.Principal, CommandID: r.CommandID, Actor: r.Actor,
+		Kind: r.Command.Kind(), Command: c})
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +141,8 @@ func DecodeRequest(b []byte) (Request, error) {
 	if err != nil {
 		return Request{}, fmt.Errorf("commands: decode forwarded %s: %w", f.Kind, err)
 	}
-	return Request{Principal: f.Principal, CommandID: f.CommandID, Actor: f.Actor, Command: c, MaxResultBytes: bound}, nil
+	return Request{Principal: f.Principal, CommandID: f.CommandID, Actor: f.Actor, Command: c,
+		MaxResultBytes: bound}, nil
 }
 
 // decodeBound reads what follows a forwarded request's array: nothing (no
@@ -196,15 +214,15 @@ func DecodeCredential(b []byte) (*Credential, error) {
 	}
 	var fields []string
 	if err := msgpack.Unmarshal(b, &fields); err != nil || len(fields) != 4 && len(fields) != 5 {
-		return nil, fmt.Errorf("commands: decode the credential of a forwarded request: no array of four or five strings (%v)",
-			err)
+		return nil, fmt.Errorf("commands: decode the credential of a forwarded request: no array of four or five "+
+			"strings (%v)", err)
 	}
 	c := &Credential{RunID: fields[0], Key: fields[1], Digest: fields[2], TaskID: fields[3]}
 	if len(fields) == 5 {
 		n, err := strconv.Atoi(fields[4])
 		if err != nil || n <= 0 || strconv.Itoa(n) != fields[4] {
-			return nil, fmt.Errorf("commands: decode the credential of a forwarded request: attempt %q is no positive integer",
-				fields[4])
+			return nil, fmt.Errorf("commands: decode the credential of a forwarded request: attempt %q is no "+
+				"positive integer", fields[4])
 		}
 		c.Attempt = n
 	}
@@ -355,7 +373,8 @@ func DecodeReply(b []byte) (Reply, error) {
 	case f.Cause == causeNotWriter:
 		return Reply{}, fmt.Errorf("%w (answered by the node asked)", ErrNotWriter)
 	case f.Cause == causeResultTooLarge:
-		return Reply{}, fmt.Errorf("%w%s (on the writer)", ErrResultTooLarge, strings.TrimPrefix(f.Err, ErrResultTooLarge.Error()))
+		return Reply{}, fmt.Errorf("%w%s (on the writer)", ErrResultTooLarge,
+			strings.TrimPrefix(f.Err, ErrResultTooLarge.Error()))
 	case f.Cause == causeNotReadBack:
 		return Reply{}, fmt.Errorf("%w (on the writer: %s)", projections.ErrNotReadBack, f.Err)
 	case f.Cause == causeWriterBusy:

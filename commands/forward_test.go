@@ -71,7 +71,9 @@ func TestForwardedRequestsRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	_, err = DecodeReply(b)
 	require.ErrorIs(t, err, ErrNoSpace)
-	require.Equal(t, "commands: too little free disk space; retry later: 12 MiB free of a 64 MiB minimum (on the writer)", err.Error())
+	require.Equal(t,
+		"commands: too little free disk space; retry later: 12 MiB free of a 64 MiB minimum (on the writer)",
+		err.Error())
 
 	// A node that is not the writer decided nothing: the request may be
 	// sent again. An engine's failure that quotes such an answer (the
@@ -145,9 +147,10 @@ func forwardedCommands() []Command {
 		&RunCreate{RunID: "r", Team: "t", Goal: "g", Cwd: "/w", BudgetTotal: &budget, OrchestratorDigest: "ab"},
 		&TaskCreate{RunID: "r", TaskID: "t1", Role: "executor", DependsOn: []string{"t0"}},
 		&DelegateRequest{RunID: "r", TaskID: "t1", Prompt: "p", Description: &desc, TimeoutSec: &timeout},
-		&DelegateSettle{RunID: "r", SubID: "gc-1", Outcome: OutcomeOK, Text: "<", SentText: "<<"}, // cut for its frame
-		&ProxyRequest{RunID: "r", TaskID: "t1", JobID: "J", RequestID: "q", RequestIDChars: 1, NonceDigest: "ab", Tool: "read",
-			Args: json.RawMessage(`{"a":1}`)},
+		// cut for its frame
+		&DelegateSettle{RunID: "r", SubID: "gc-1", Outcome: OutcomeOK, Text: "<", SentText: "<<"},
+		&ProxyRequest{RunID: "r", TaskID: "t1", JobID: "J", RequestID: "q", RequestIDChars: 1, NonceDigest: "ab",
+			Tool: "read", Args: json.RawMessage(`{"a":1}`)},
 		&JobCreate{RunID: "r", JobID: "J", TaskID: "t1", Tools: json.RawMessage(`[]`), NonceDigest: "ab"},
 		&Import{Source: "picrew", RunID: "r", Events: []ImportedEvent{{Type: events.TypeTaskStarted, TimeMs: 5,
 			Payload: &events.TaskStarted{TaskID: "t1", Role: "executor"}}}},
@@ -170,8 +173,8 @@ func FuzzDecodeForwarded(f *testing.F) {
 		f.Add(b)
 	}
 	for _, mk := range commandKinds {
-		b, err := EncodeRequest(Request{Principal: events.AdminPrincipal(), Actor: events.Actor{Role: events.RoleAdmin},
-			Command: mk()})
+		b, err := EncodeRequest(Request{Principal: events.AdminPrincipal(),
+			Actor: events.Actor{Role: events.RoleAdmin}, Command: mk()})
 		require.NoError(f, err)
 		f.Add(b)
 	}
@@ -262,8 +265,9 @@ func TestEveryCommandKindForwards(t *testing.T) {
 // bound, as it would; this build reads a follower of that build's request, the array alone, as one without a bound.
 // Anything else after the array is refused.
 func TestForwardedBoundFollowsTheArray(t *testing.T) {
-	r := Request{Principal: events.OrchestratorPrincipal("r"), CommandID: "id-1", Actor: events.Actor{Role: events.RoleOrchestrator},
-		Command: &RunTransition{RunID: "r", To: "running"}, MaxResultBytes: 300}
+	r := Request{Principal: events.OrchestratorPrincipal("r"), CommandID: "id-1",
+		Actor: events.Actor{Role: events.RoleOrchestrator}, Command: &RunTransition{RunID: "r", To: "running"},
+		MaxResultBytes: 300}
 	b, err := EncodeRequest(r)
 	require.NoError(t, err)
 
@@ -280,7 +284,8 @@ func TestForwardedBoundFollowsTheArray(t *testing.T) {
 	require.NoError(t, err)
 	c, err := msgpack.Marshal(r.Command)
 	require.NoError(t, err)
-	old, err := marshalArray(&forwarded{Principal: r.Principal, CommandID: r.CommandID, Actor: r.Actor, Kind: r.Command.Kind(), Command: c})
+	old, err := marshalArray(&forwarded{Principal: r.Principal, CommandID: r.CommandID, Actor: r.Actor,
+		Kind: r.Command.Kind(), Command: c})
 	require.NoError(t, err)
 	require.Equal(t, old, ub)
 	got, err := DecodeRequest(old)
@@ -309,16 +314,19 @@ func TestAForwardedCutSettleIsReadByTheBuildBefore(t *testing.T) {
 		UsageTokens                 *int64
 	}
 	tokens := int64(5)
-	cut := &DelegateSettle{RunID: "r", SubID: "gc-1", Outcome: OutcomeOK, Text: "<", SentText: "<<", UsageTokens: &tokens}
+	cut := &DelegateSettle{RunID: "r", SubID: "gc-1", Outcome: OutcomeOK, Text: "<", SentText: "<<",
+		UsageTokens: &tokens}
 	b, err := EncodeRequest(forwardedRequest(cut))
 	require.NoError(t, err)
 	var f forwarded
 	require.NoError(t, msgpack.Unmarshal(b, &f))
 	var before settleBefore
 	require.NoError(t, msgpack.Unmarshal(f.Command, &before))
-	require.Equal(t, settleBefore{RunID: "r", SubID: "gc-1", Outcome: OutcomeOK, Text: "<", UsageTokens: &tokens}, before)
+	require.Equal(t, settleBefore{RunID: "r", SubID: "gc-1", Outcome: OutcomeOK, Text: "<",
+		UsageTokens: &tokens}, before)
 
-	b, err = EncodeRequest(forwardedRequest(&DelegateSettle{RunID: "r", SubID: "gc-1", Outcome: OutcomeOK, Text: "<<"}))
+	b, err = EncodeRequest(forwardedRequest(&DelegateSettle{RunID: "r", SubID: "gc-1", Outcome: OutcomeOK,
+		Text: "<<"}))
 	require.NoError(t, err)
 	require.NoError(t, msgpack.Unmarshal(b, &f))
 	uncut := []byte(f.Command)

@@ -34,7 +34,8 @@ func (e *Engine) decide(f *flight, from int) error {
 		}
 		if id != "" {
 			if len(p.principal) > eventlog.MaxPrincipalLen {
-				p.reply = Reply{Rejected: badParams("principal of %d bytes exceeds %d", len(p.principal), eventlog.MaxPrincipalLen)}
+				p.reply = Reply{Rejected: badParams("principal of %d bytes exceeds %d", len(p.principal),
+					eventlog.MaxPrincipalLen)}
 				continue
 			}
 			if first, dup := e.seen[p.slot]; dup {
@@ -83,7 +84,8 @@ func (e *Engine) decide(f *flight, from int) error {
 			continue
 		}
 		e.lastNow = e.times.now()
-		env = Env{Config: w.Config(), Now: e.lastNow.UnixNano(), NewID: e.opts.NewID, Actor: p.req.Actor, CommandID: id}
+		env = Env{Config: w.Config(), Now: e.lastNow.UnixNano(), NewID: e.opts.NewID, Actor: p.req.Actor,
+			CommandID: id}
 		dec, err := decideSafely(w, p.req.Command, &env)
 		rej := rejectedOf(err)
 		if err != nil && rej == nil {
@@ -101,7 +103,8 @@ func (e *Engine) decide(f *flight, from int) error {
 				return fmt.Errorf("commands: encode result of %s: %w", p.req.Command.Kind(), err)
 			}
 			if m := p.req.MaxResultBytes; m > 0 && len(res) > m {
-				p.err = fmt.Errorf("%w: %s answers %d bytes, %d fit", ErrResultTooLarge, p.req.Command.Kind(), len(res), m)
+				p.err = fmt.Errorf("%w: %s answers %d bytes, %d fit", ErrResultTooLarge, p.req.Command.Kind(),
+					len(res), m)
 				if id != "" {
 					unrecorded = append(unrecorded, p)
 				}
@@ -114,7 +117,8 @@ func (e *Engine) decide(f *flight, from int) error {
 			// slices of the old.
 			logEvents = make([]eventlog.Event, 0, max(2*cap(logEvents), n, 64))
 		}
-		wr := eventlog.Write{Principal: p.principal, CommandID: id, Fingerprint: p.fp, Events: logEvents[len(logEvents) : len(logEvents)+n : len(logEvents)+n]}
+		wr := eventlog.Write{Principal: p.principal, CommandID: id, Fingerprint: p.fp,
+			Events: logEvents[len(logEvents) : len(logEvents)+n : len(logEvents)+n]}
 		logEvents = logEvents[:len(logEvents)+n]
 		for i := range dec.Events {
 			if wr.Events[i], payloads, err = toLog(&dec.Events[i], payloads); err != nil {

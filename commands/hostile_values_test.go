@@ -52,8 +52,9 @@ func TestHostileValuesStayInTheirRun(t *testing.T) {
 					if out.err == nil || len(out.events) > 0 {
 						require.Equal(t, bView, hostileView(t, w, "B"), "%s %s changed run B", method, name)
 						if c.Role == events.RoleWorker {
-							require.Equal(t, hostileOthers(t, base, base, c.TaskID), hostileOthers(t, w, base, c.TaskID),
-								"%s %s changed what another task of A holds", method, name)
+							require.Equal(t, hostileOthers(t, base, base, c.TaskID),
+								hostileOthers(t, w, base, c.TaskID), "%s %s changed what another task of A holds",
+								method, name)
 						}
 					}
 				}
@@ -68,7 +69,8 @@ func TestHostileValuesStayInTheirRun(t *testing.T) {
 // ids names what the hostile values point at.
 func hostileCrew(t *testing.T) (*scenarioWorld, map[string]string) {
 	w := newScenarioWorld(t)
-	require.NoError(t, w.config([]string{"nestingEnabled=true", "maxDepth=4", "maxSlots=8", "waitMethodsEnabled=true"}))
+	require.NoError(t, w.config([]string{"nestingEnabled=true", "maxDepth=4", "maxSlots=8",
+		"waitMethodsEnabled=true"}))
 	ids := map[string]string{}
 	must := func(role, run, task, method, params string) scenarioOutcome {
 		t.Helper()
@@ -77,11 +79,13 @@ func hostileCrew(t *testing.T) (*scenarioWorld, map[string]string) {
 		require.Nil(t, out.err, "%s %s", method, params)
 		return out
 	}
-	tools := `[{"name":"read","label":"Read","description":"read","parameters":{"type":"object"},"annotations":{"readOnlyHint":true},` +
-		`"sourceInfo":{"path":"/t/read.ts","source":"pi","scope":"user","origin":"package"},"callable":"mgr:read"}]`
+	tools := `[{"name":"read","label":"Read","description":"read","parameters":{"type":"object"},` +
+		`"annotations":{"readOnlyHint":true},"sourceInfo":{"path":"/t/read.ts","source":"pi","scope":"user",` +
+		`"origin":"package"},"callable":"mgr:read"}]`
 	for _, run := range []string{"B", "A"} { // A last: its job's nonce is the last secret
 		x := strings.ToLower(run)
-		require.NoError(t, w.given(events.TypeRunCreated, run, `{"team":"t","goal":"g","cwd":"/`+x+`","budgetTotal":1000}`))
+		require.NoError(t, w.given(events.TypeRunCreated, run,
+			`{"team":"t","goal":"g","cwd":"/`+x+`","budgetTotal":1000}`))
 		require.NoError(t, w.given(events.TypeRunRunning, run, `{}`))
 		for _, task := range []string{x + "1", x + "2", x + "3"} {
 			must(events.RoleOrchestrator, run, "", "task.create",
@@ -89,15 +93,19 @@ func hostileCrew(t *testing.T) (*scenarioWorld, map[string]string) {
 		}
 		must(events.RoleOrchestrator, run, "", "task.transition", `{"taskId":"`+x+`1","to":"running"}`)
 		must(events.RoleOrchestrator, run, "", "task.transition", `{"taskId":"`+x+`3","to":"running"}`)
-		sub := must(events.RoleWorker, run, x+"1", "delegate.request", `{"prompt":"p","budgetTokens":10}`).result.(*DelegateResult).GrandchildTaskRef
+		sub := must(events.RoleWorker, run, x+"1", "delegate.request",
+			`{"prompt":"p","budgetTokens":10}`).result.(*DelegateResult).GrandchildTaskRef
 		must(events.RoleOrchestrator, run, "", "delegate.spawned", `{"subId":"`+sub+`","pid":7}`)
 		q := must(events.RoleWorker, run, x+"3", "wait.request", `{"question":"?"}`).result.(WaitResult).QuestionID
-		m := must(events.RoleOrchestrator, run, "", "msg.send", `{"to":"`+x+`1","body":"hi"}`).result.(SendResult).MessageID
-		p := must(events.RoleWorker, run, x+"1", "msg.send", `{"to":"parent","body":"up"}`).result.(SendResult).MessageID
+		m := must(events.RoleOrchestrator, run, "", "msg.send",
+			`{"to":"`+x+`1","body":"hi"}`).result.(SendResult).MessageID
+		p := must(events.RoleWorker, run, x+"1", "msg.send",
+			`{"to":"parent","body":"up"}`).result.(SendResult).MessageID
 		must(events.RoleOrchestrator, run, "", "job.create", `{"jobId":"J","taskId":"`+x+`1","tools":`+tools+`}`)
 		must(events.RoleOrchestrator, run, "", "lease.open", `{"jobId":"J","mode":"start","rootToolCallId":"root-1"}`)
 		ids["nonce"] = fmt.Sprintf("secret-%d", w.secrets)
-		must(events.RoleWorker, run, x+"1", "proxy.request", `{"jobId":"J","requestId":"r1","nonce":"`+ids["nonce"]+`","tool":"read"}`)
+		must(events.RoleWorker, run, x+"1", "proxy.request",
+			`{"jobId":"J","requestId":"r1","nonce":"`+ids["nonce"]+`","tool":"read"}`)
 		ids["sub"+run], ids["q"+run], ids["msg"+run], ids["inbox"+run] = sub, q, m+"_"+x+"1", p+"_parent"
 	}
 	require.NoError(t, w.checkInvariants())
@@ -120,7 +128,8 @@ func hostileView(t *testing.T, w *scenarioWorld, runID string) string {
 	for _, q := range [][]string{
 		{"run", runID}, {"tasks", runID}, {"delegations", runID}, {"ledger", runID}, {"asks", runID},
 		{"credentials", runID}, {"job", runID, "J"}, {"roots", runID},
-		{"mailbox", runID, "-"}, {"mailbox", runID, x + "1"}, {"mailbox", runID, x + "2"}, {"mailbox", runID, x + "3"},
+		{"mailbox", runID, "-"}, {"mailbox", runID, x + "1"}, {"mailbox", runID, x + "2"},
+		{"mailbox", runID, x + "3"},
 	} {
 		s, err := w.query(q)
 		require.NoError(t, err)
@@ -184,9 +193,10 @@ func hostileOthers(t *testing.T, w, base *scenarioWorld, task string) string {
 // hostileBase is a valid params object of method for run A's principals, so
 // that one hostile value at a time reaches the decision.
 func hostileBase(method string, ids map[string]string) map[string]any {
-	tools := []any{map[string]any{"name": "read", "label": "Read", "description": "read", "parameters": map[string]any{"type": "object"},
-		"annotations": map[string]any{"readOnlyHint": true},
-		"sourceInfo":  map[string]any{"path": "/t/read.ts", "source": "pi", "scope": "user", "origin": "package"}, "callable": "mgr:read"}}
+	tools := []any{map[string]any{"name": "read", "label": "Read", "description": "read",
+		"parameters": map[string]any{"type": "object"}, "annotations": map[string]any{"readOnlyHint": true},
+		"sourceInfo": map[string]any{"path": "/t/read.ts", "source": "pi", "scope": "user", "origin": "package"},
+		"callable":   "mgr:read"}}
 	switch method {
 	case "delegate.request":
 		return map[string]any{"prompt": "p", "budgetTokens": 1}
@@ -231,7 +241,8 @@ func hostileBase(method string, ids map[string]string) map[string]any {
 	case "manifest.revalidate":
 		return map[string]any{"jobId": "J", "requestId": "r1", "tools": tools}
 	case "proxy.complete":
-		return map[string]any{"jobId": "J", "requestId": "r1", "nonce": ids["nonce"], "result": map[string]any{"ok": true}}
+		return map[string]any{"jobId": "J", "requestId": "r1", "nonce": ids["nonce"],
+			"result": map[string]any{"ok": true}}
 	case "proxy.request":
 		return map[string]any{"jobId": "J", "requestId": "r2", "nonce": ids["nonce"], "tool": "read"}
 	case "proxy.cancel":
@@ -261,15 +272,16 @@ func hostileValues(typ string, ids map[string]string) []json.RawMessage {
 		json.RawMessage("-1"), json.RawMessage("0"), json.RawMessage("1"), json.RawMessage("9223372036854775807"),
 		json.RawMessage("-9223372036854775808"), json.RawMessage("1e18"), json.RawMessage("4294967296"),
 	}
-	nums := append(ints[:len(ints):len(ints)], json.RawMessage("0.5"), json.RawMessage("1e308"), json.RawMessage("-1e308"),
-		json.RawMessage("5e-324"), json.RawMessage("86401"), json.RawMessage("1e15"))
+	nums := append(ints[:len(ints):len(ints)], json.RawMessage("0.5"), json.RawMessage("1e308"),
+		json.RawMessage("-1e308"), json.RawMessage("5e-324"), json.RawMessage("86401"), json.RawMessage("1e15"))
 	lists := func() []json.RawMessage {
 		many := make([]string, MaxMessageIDs+1)
 		for i := range many {
 			many[i] = ids["msgA"]
 		}
 		var out []json.RawMessage
-		for _, l := range [][]string{{}, {""}, many, {ids["msgB"]}, {ids["inboxB"]}, {ids["inboxA"]}, {ids["msgA"], ids["msgA"]}, {"b1", "all"}} {
+		for _, l := range [][]string{{}, {""}, many, {ids["msgB"]}, {ids["inboxB"]}, {ids["inboxA"]},
+			{ids["msgA"], ids["msgA"]}, {"b1", "all"}} {
 			b, _ := json.Marshal(l)
 			out = append(out, b)
 		}
@@ -289,6 +301,6 @@ func hostileValues(typ string, ids map[string]string) []json.RawMessage {
 	case ParamStringOrStrings:
 		return append(str(strs...), lists()...)
 	}
-	return append(str("x", strings.Repeat("a", 70000)), json.RawMessage("{}"), json.RawMessage("[]"), json.RawMessage("1"),
-		json.RawMessage(strings.Repeat("[", 200)+strings.Repeat("]", 200)))
+	return append(str("x", strings.Repeat("a", 70000)), json.RawMessage("{}"), json.RawMessage("[]"),
+		json.RawMessage("1"), json.RawMessage(strings.Repeat("[", 200)+strings.Repeat("]", 200)))
 }

@@ -190,7 +190,8 @@ func (c *Import) decide(s *projections.State, env *Env) (Decision, error) {
 	for i, ie := range c.Events {
 		switch {
 		case checkpoint != (ie.Type == events.TypeImportCheckpoint):
-			return Decision{}, badParams("import.append: event %d: import.checkpoint goes to %s, and only it", i, events.ImportStream)
+			return Decision{}, badParams("import.append: event %d: import.checkpoint goes to %s, and only it", i,
+				events.ImportStream)
 		case !checkpoint && !importable(ie.Type):
 			return Decision{}, badParams("import.append: event %d: type %q cannot be imported", i, ie.Type)
 		case ie.Payload == nil || !payloadOf(ie.Type, ie.Payload):
@@ -201,7 +202,8 @@ func (c *Import) decide(s *projections.State, env *Env) (Decision, error) {
 		}
 		switch {
 		case ie.TimeMs < 0 || ie.TimeMs > maxImportTimeMs:
-			return Decision{}, badParams("import.append: event %d: time must be 0..%d (unix ms)", i, int64(maxImportTimeMs))
+			return Decision{}, badParams("import.append: event %d: time must be 0..%d (unix ms)", i,
+				int64(maxImportTimeMs))
 		case ie.Type == events.TypeRunCreated && exists:
 			return Decision{}, badParams("import.append: run %q exists", c.RunID)
 		case !checkpoint && ie.Type != events.TypeRunCreated && !exists:
@@ -213,11 +215,14 @@ func (c *Import) decide(s *projections.State, env *Env) (Decision, error) {
 		if a := admissionOf(ie.Payload); a != nil {
 			switch {
 			case !safeID(a.SubID):
-				return Decision{}, badParams("import.append: event %d: delegation id must be 1..%d chars of [A-Za-z0-9_-]", i, MaxIDChars)
+				return Decision{}, badParams("import.append: event %d: delegation id must be 1..%d chars of "+
+					"[A-Za-z0-9_-]", i, MaxIDChars)
 			case admittedBefore(s, c.RunID, a.SubID) || slices.Contains(subIDs, a.SubID):
-				return Decision{}, badParams("import.append: event %d: delegation %q was admitted already", i, a.SubID)
+				return Decision{}, badParams("import.append: event %d: delegation %q was admitted already", i,
+					a.SubID)
 			case workflowTask(s, c.RunID, a.SubID) || slices.Contains(created, a.SubID):
-				return Decision{}, badParams("import.append: event %d: delegation %q names a workflow task of run %q", i, a.SubID, c.RunID)
+				return Decision{}, badParams("import.append: event %d: delegation %q names a workflow task "+
+					"of run %q", i, a.SubID, c.RunID)
 			}
 			subIDs = append(subIDs, a.SubID)
 		}
@@ -287,12 +292,12 @@ func workflowCreated(p any) string {
 
 // importedAskDeadline is p, an ask.requested or task.waiting given as a pointer or a struct, as a copy whose deadline
 // is at most MaxAskTimeoutSec after atMs, the time it is recorded at (never after the engine clock): pi-crew's broker
-// clamps every question so (R5), and only the engine clock ends a question nobody answers, so a later one a file names
-// (a damaged or forged line, up to the year 2255) would keep the question pending — its run hot and parked, its task
-// waiting — until then. An empty options list becomes none, as the log records it (omitempty): kept, the state
-// folded live held it where the same state rebuilt from the log did not. Any other payload, or a deadline within the
-// clamp and no empty list, is p itself (a struct given by value comes back as a pointer to its copy). The caller's
-// payload is not changed.
+// clamps every question so (R5), and only the engine clock ends a question nobody answers, so a later one a file
+// names (a damaged or forged line, up to the year 2255) would keep the question pending — its run hot and parked,
+// its task waiting — until then. An empty options list becomes none, as the log records it (omitempty): kept, the
+// state folded live held it where the same state rebuilt from the log did not. Any other payload, or a deadline
+// within the clamp and no empty list, is p itself (a struct given by value comes back as a pointer to its copy). The
+// caller's payload is not changed.
 func importedAskDeadline(p any, atMs int64) any {
 	latest := atMs + MaxAskTimeoutSec*1000 // NB: atMs is at most maxImportTimeMs: no overflow
 	emptied := func(o []string) bool { return o != nil && len(o) == 0 }
@@ -430,8 +435,8 @@ func importedDependsOnProblem(p any) string {
 		bad = bad || !events.DependencyOK(d)
 	}
 	if bad {
-		return fmt.Sprintf("dependsOn must list at most %d task ids, each of 1..%d chars, of at most %d bytes in JSON",
-			MaxDependsOn, MaxIDChars, MaxIDChars)
+		return fmt.Sprintf("dependsOn must list at most %d task ids, each of 1..%d chars, of at most %d "+
+			"bytes in JSON", MaxDependsOn, MaxIDChars, MaxIDChars)
 	}
 	return ""
 }
@@ -490,7 +495,8 @@ func importedAdmission(p any, atMs int64) (any, error) {
 	if d.Deadline < 0 || d.Deadline > maxImportTimeMs {
 		// NB: a deadline is a time like an event's: the clock's expiry adds its grace to it, which one near the
 		// largest int64 would wrap into the past.
-		return nil, fmt.Errorf("delegate.admitted: deadline %d is not a time (0..%d, unix ms)", d.Deadline, int64(maxImportTimeMs))
+		return nil, fmt.Errorf("delegate.admitted: deadline %d is not a time (0..%d, unix ms)", d.Deadline,
+			int64(maxImportTimeMs))
 	}
 	latest := atMs + MaxTimeoutSec*1000 // NB: atMs is at most maxImportTimeMs: no overflow
 	switch {

@@ -20,11 +20,12 @@ func TestImportedForeignSeqIsTheSources(t *testing.T) {
 	for _, seq := range []int64{0, -1, math.MinInt64} {
 		foreign := events.ForeignImported{Source: events.ForeignSourcePicrew, Type: "task.progress", Seq: seq}
 		for how, p := range map[string]any{"by value": foreign, "by pointer": &foreign} {
-			require.ErrorContains(t, decide(p), fmt.Sprintf("import.append: event 2: foreign.imported: seq %d is not "+
-				"1..%d (the source's metadata.seq)", seq, int64(math.MaxInt64)), "%d, %s", seq, how)
+			require.ErrorContains(t, decide(p), fmt.Sprintf("import.append: event 2: foreign.imported: seq "+
+				"%d is not 1..%d (the source's metadata.seq)", seq, int64(math.MaxInt64)), "%d, %s", seq, how)
 		}
 	}
 	for _, seq := range []int64{1, math.MaxInt64} {
-		require.NoError(t, decide(&events.ForeignImported{Source: events.ForeignSourcePicrew, Type: "task.progress", Seq: seq}))
+		require.NoError(t, decide(&events.ForeignImported{Source: events.ForeignSourcePicrew,
+			Type: "task.progress", Seq: seq}))
 	}
 }

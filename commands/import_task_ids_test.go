@@ -28,13 +28,16 @@ func TestImportedTaskIDsAreOnesTaskCreateTakes(t *testing.T) {
 		bad, ok any
 		want    string
 	}{
-		"parent":         {events.TypeTaskCreated, created(ToParent), created("A"), `taskId "parent"`},
-		"all":            {events.TypeTaskCreated, created(ToAll), created("B"), `taskId "all"`},
-		"group":          {events.TypeTaskCreated, created(ToGroup), created("C"), `taskId "group"`},
-		"orchestrator":   {events.TypeTaskCreated, created(events.OrchestratorKey), created("D"), `taskId "orchestrator"`},
-		"empty created":  {events.TypeTaskCreated, created(""), created("E"), `taskId must not be empty`},
-		"empty started":  {events.TypeTaskStarted, &events.TaskStarted{}, &events.TaskStarted{TaskID: "E"}, `taskId must not be empty`},
-		"empty steer":    {events.TypeSteerPushed, &events.SteerPushed{MessageID: "m"}, nil, `taskId must not be empty`},
+		"parent": {events.TypeTaskCreated, created(ToParent), created("A"), `taskId "parent"`},
+		"all":    {events.TypeTaskCreated, created(ToAll), created("B"), `taskId "all"`},
+		"group":  {events.TypeTaskCreated, created(ToGroup), created("C"), `taskId "group"`},
+		"orchestrator": {events.TypeTaskCreated, created(events.OrchestratorKey), created("D"),
+			`taskId "orchestrator"`},
+		"empty created": {events.TypeTaskCreated, created(""), created("E"), `taskId must not be empty`},
+		"empty started": {events.TypeTaskStarted, &events.TaskStarted{}, &events.TaskStarted{TaskID: "E"},
+			`taskId must not be empty`},
+		"empty steer": {events.TypeSteerPushed, &events.SteerPushed{MessageID: "m"}, nil,
+			`taskId must not be empty`},
 		"empty by value": {events.TypeTaskStarted, events.TaskStarted{}, nil, `taskId must not be empty`},
 	} {
 		head := f.eng.Head()

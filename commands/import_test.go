@@ -19,7 +19,8 @@ import (
 
 func importOf(run, id string, typ string, payload any) Request {
 	return Request{Principal: events.EnginePrincipal(), CommandID: id, Actor: admin,
-		Command: &Import{Source: events.ForeignSourcePicrew, RunID: run, Events: []ImportedEvent{{Type: typ, TimeMs: 1000, Payload: payload}}}}
+		Command: &Import{Source: events.ForeignSourcePicrew, RunID: run,
+			Events: []ImportedEvent{{Type: typ, TimeMs: 1000, Payload: payload}}}}
 }
 
 // TestSubmitAllDecidesInOrder: a batch whose writes depend on each other (a run, then its task) is decided in the
@@ -28,7 +29,8 @@ func TestSubmitAllDecidesInOrder(t *testing.T) {
 	f := openEngine(t, vfs.NewMem(), newTestClock(), nil)
 	batch := []Request{
 		importOf("R", "import:R:run", events.TypeRunCreated, &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w"}),
-		importOf("R", "import:R:task:T", events.TypeTaskCreated, &events.TaskCreated{TaskID: "T", Role: "executor", StepID: "s", Kind: events.TaskKindWorkflow}),
+		importOf("R", "import:R:task:T", events.TypeTaskCreated,
+			&events.TaskCreated{TaskID: "T", Role: "executor", StepID: "s", Kind: events.TaskKindWorkflow}),
 		importOf("R", "import:R:seq:3", events.TypeTaskStarted, &events.TaskStarted{TaskID: "T"}),
 	}
 	replies, err := f.eng.SubmitAll(context.Background(), batch)
@@ -117,7 +119,8 @@ func TestImportRefusesAnImpossibleCheckpoint(t *testing.T) {
 	f := openEngine(t, vfs.NewMem(), newTestClock(), nil)
 	bad := events.ImportCheckpoint{Source: events.ForeignSourcePicrew, Path: "state/runs/r/events.jsonl", Offset: -1}
 	for name, payload := range map[string]any{"pointer": &bad, "struct": bad} {
-		r, err := f.eng.Submit(context.Background(), importOf(events.ImportStream, "ck-"+name, events.TypeImportCheckpoint, payload))
+		r, err := f.eng.Submit(context.Background(),
+			importOf(events.ImportStream, "ck-"+name, events.TypeImportCheckpoint, payload))
 		require.NoError(t, err, name)
 		require.NotNil(t, r.Rejected, name)
 		require.Equal(t, CodeBadParams, r.Rejected.Code, name)
@@ -126,7 +129,8 @@ func TestImportRefusesAnImpossibleCheckpoint(t *testing.T) {
 	require.Zero(t, f.eng.Head(), "nothing recorded")
 	good := bad
 	good.Offset, good.Size, good.Lines = 10, 10, 1
-	r, err := f.eng.Submit(context.Background(), importOf(events.ImportStream, "ck-good", events.TypeImportCheckpoint, &good))
+	r, err := f.eng.Submit(context.Background(),
+		importOf(events.ImportStream, "ck-good", events.TypeImportCheckpoint, &good))
 	require.NoError(t, err)
 	require.Nil(t, r.Rejected)
 }
@@ -150,7 +154,8 @@ func TestImportRefusesACheckpointPathNoPageEndsOn(t *testing.T) {
 	} {
 		ck := events.ImportCheckpoint{Source: events.ForeignSourcePicrew, Path: c.path}
 		for form, payload := range map[string]any{"pointer": &ck, "struct": ck} {
-			r, err := f.eng.Submit(context.Background(), importOf(events.ImportStream, "ck-"+name+"-"+form, events.TypeImportCheckpoint, payload))
+			r, err := f.eng.Submit(context.Background(),
+				importOf(events.ImportStream, "ck-"+name+"-"+form, events.TypeImportCheckpoint, payload))
 			require.NoError(t, err, name)
 			if c.ok {
 				require.Nil(t, r.Rejected, "%s %s", name, form)
@@ -171,9 +176,10 @@ func TestImportRefusesACheckpointPathNoPageEndsOn(t *testing.T) {
 func TestImportedAdmissionDeadline(t *testing.T) {
 	const now = int64(1790000000000)
 	decide := func(timeMs int64, a *events.DelegateAdmitted) (*events.DelegateAdmitted, error) {
-		d, err := Decide(projections.New(), &Import{Source: events.ForeignSourcePicrew, RunID: "r1", Events: []ImportedEvent{
-			{Type: events.TypeRunCreated, TimeMs: timeMs, Payload: &events.RunCreated{}},
-			{Type: events.TypeDelegateAdmitted, TimeMs: timeMs, Payload: a}}},
+		d, err := Decide(projections.New(), &Import{Source: events.ForeignSourcePicrew, RunID: "r1",
+			Events: []ImportedEvent{
+				{Type: events.TypeRunCreated, TimeMs: timeMs, Payload: &events.RunCreated{}},
+				{Type: events.TypeDelegateAdmitted, TimeMs: timeMs, Payload: a}}},
 			Env{Now: now * 1e6, CommandID: "c1", NewID: func() string { return "x" }})
 		if err != nil {
 			return nil, err
@@ -187,8 +193,9 @@ func TestImportedAdmissionDeadline(t *testing.T) {
 	}{
 		"at the daemon's clock": {0, events.DelegateAdmitted{TaskID: "T", SubID: "s", TimeoutSec: 60}, now + 60_000},
 		"at its own time":       {1000, events.DelegateAdmitted{TaskID: "T", SubID: "s", TimeoutSec: 1.5}, 2500},
-		"a deadline given":      {0, events.DelegateAdmitted{TaskID: "T", SubID: "s", TimeoutSec: 60, Deadline: 7}, 7},
-		"no timeout":            {0, events.DelegateAdmitted{TaskID: "T", SubID: "s"}, 0},
+		"a deadline given": {0, events.DelegateAdmitted{TaskID: "T", SubID: "s", TimeoutSec: 60,
+			Deadline: 7}, 7},
+		"no timeout": {0, events.DelegateAdmitted{TaskID: "T", SubID: "s"}, 0},
 	} {
 		t.Run(name, func(t *testing.T) {
 			in := tc.in
@@ -224,18 +231,27 @@ func TestImportedAdmissionHoldsItsSlotNoLongerThanADelegationRuns(t *testing.T) 
 		in     events.DelegateAdmitted
 		want   int64
 	}{
-		"within the bound":       {1000, events.DelegateAdmitted{TaskID: "T", SubID: "s", Deadline: 1000 + 60_000}, 1000 + 60_000},
-		"at the bound":           {1000, events.DelegateAdmitted{TaskID: "T", SubID: "s", Deadline: 1000 + bound}, 1000 + bound},
-		"past the bound":         {1000, events.DelegateAdmitted{TaskID: "T", SubID: "s", Deadline: 1000 + bound + 1}, 1000 + bound},
-		"the latest time":        {1000, events.DelegateAdmitted{TaskID: "T", SubID: "s", Deadline: 9e12}, 1000 + bound},
-		"at the daemon's clock":  {0, events.DelegateAdmitted{TaskID: "T", SubID: "s", Deadline: 9e12}, now + bound},
-		"a timeout past it":      {1000, events.DelegateAdmitted{TaskID: "T", SubID: "s", TimeoutSec: 1e9}, 1000 + bound},
-		"a timeout at the clock": {0, events.DelegateAdmitted{TaskID: "T", SubID: "s", TimeoutSec: MaxTimeoutSec + 1}, now + bound},
+		"within the bound": {1000, events.DelegateAdmitted{TaskID: "T", SubID: "s", Deadline: 1000 + 60_000},
+			1000 + 60_000},
+		"at the bound": {1000, events.DelegateAdmitted{TaskID: "T", SubID: "s", Deadline: 1000 + bound},
+			1000 + bound},
+		"past the bound": {1000, events.DelegateAdmitted{TaskID: "T", SubID: "s", Deadline: 1000 + bound + 1},
+			1000 + bound},
+		"the latest time": {1000, events.DelegateAdmitted{TaskID: "T", SubID: "s", Deadline: 9e12},
+			1000 + bound},
+		"at the daemon's clock": {0, events.DelegateAdmitted{TaskID: "T", SubID: "s", Deadline: 9e12}, now + bound},
+		"a timeout past it": {1000, events.DelegateAdmitted{TaskID: "T", SubID: "s", TimeoutSec: 1e9},
+			1000 + bound},
+		"a timeout at the clock": {0, events.DelegateAdmitted{TaskID: "T", SubID: "s", TimeoutSec: MaxTimeoutSec + 1},
+			now + bound},
 		"before it was recorded": {5000, events.DelegateAdmitted{TaskID: "T", SubID: "s", Deadline: 1000}, 1000},
-		"a timeout within it":    {1000, events.DelegateAdmitted{TaskID: "T", SubID: "s", TimeoutSec: 60}, 1000 + 60_000},
+		"a timeout within it": {1000, events.DelegateAdmitted{TaskID: "T", SubID: "s", TimeoutSec: 60},
+			1000 + 60_000},
 		// A time the source wrote ahead of the engine clock (up to 2255) moved the bound with it.
-		"ahead of the clock":            {8e12, events.DelegateAdmitted{TaskID: "T", SubID: "s", Deadline: 8e12 + 60_000}, now + bound},
-		"a timeout, ahead of the clock": {8e12, events.DelegateAdmitted{TaskID: "T", SubID: "s", TimeoutSec: 60}, now + 60_000},
+		"ahead of the clock": {8e12, events.DelegateAdmitted{TaskID: "T", SubID: "s",
+			Deadline: 8e12 + 60_000}, now + bound},
+		"a timeout, ahead of the clock": {8e12, events.DelegateAdmitted{TaskID: "T", SubID: "s", TimeoutSec: 60},
+			now + 60_000},
 	} {
 		t.Run(name, func(t *testing.T) {
 			in := tc.in
@@ -273,7 +289,8 @@ func TestImportedSlotRefusalWaitsNoLongerThanSlotWait(t *testing.T) {
 				{Type: events.TypeRunCreated, TimeMs: now, Payload: &events.RunCreated{}},
 				{Type: events.TypeRunRunning, TimeMs: now, Payload: &events.RunRunning{}},
 				{Type: events.TypeDelegateRejected, TimeMs: timeMs,
-					Payload: &events.DelegateRejected{TaskID: "T", SubID: "s1", Reason: events.ReasonSlotsExhausted}}}},
+					Payload: &events.DelegateRejected{TaskID: "T", SubID: "s1",
+						Reason: events.ReasonSlotsExhausted}}}},
 				Env{Now: now * 1e6, CommandID: "c1", NewID: func() string { return "x" }})
 			require.NoError(t, err)
 			for i, ev := range d.Events {
@@ -300,7 +317,8 @@ func TestImportSourceIsCountedInChars(t *testing.T) {
 		{"", false},
 		{"pi\xffcrew", false},
 	} {
-		req := importOf("R", fmt.Sprintf("src-%d", i), events.TypeRunCreated, &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w"})
+		req := importOf("R", fmt.Sprintf("src-%d", i), events.TypeRunCreated,
+			&events.RunCreated{Team: "t", Goal: "g", Cwd: "/w"})
 		req.Command.(*Import).Source = c.source
 		r, err := f.eng.Submit(context.Background(), req)
 		require.NoError(t, err, c.source)
@@ -413,12 +431,14 @@ func TestImportedAskDeadline(t *testing.T) {
 	const bound = MaxAskTimeoutSec * 1000
 	decide := func(timeMs, deadline int64) (*projections.State, *events.TaskWaiting, *events.AskRequested) {
 		waiting := &events.TaskWaiting{TaskID: "t1", QuestionID: "q1", AskedAt: timeMs, Deadline: deadline}
-		asked := &events.AskRequested{TaskID: "t1", QuestionID: "q1", Question: "?", AskedAt: timeMs, Deadline: deadline}
+		asked := &events.AskRequested{TaskID: "t1", QuestionID: "q1", Question: "?", AskedAt: timeMs,
+			Deadline: deadline}
 		s := projections.New()
 		d, err := Decide(s, &Import{Source: events.ForeignSourcePicrew, RunID: "r1", Events: []ImportedEvent{
 			{Type: events.TypeRunCreated, TimeMs: timeMs, Payload: &events.RunCreated{}},
 			{Type: events.TypeRunRunning, TimeMs: timeMs, Payload: &events.RunRunning{}},
-			{Type: events.TypeTaskCreated, TimeMs: timeMs, Payload: &events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow}},
+			{Type: events.TypeTaskCreated, TimeMs: timeMs,
+				Payload: &events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow}},
 			{Type: events.TypeTaskStarted, TimeMs: timeMs, Payload: &events.TaskStarted{TaskID: "t1"}},
 			{Type: events.TypeTaskWaiting, TimeMs: timeMs, Payload: waiting},
 			{Type: events.TypeAskRequested, TimeMs: timeMs, Payload: asked}}},
@@ -470,15 +490,18 @@ func importFolded(evs ...ImportedEvent) (*projections.State, error) {
 }
 
 // TestImportedUsageIsACount: an imported task.usage is held to the counters task.usage itself takes (0..
-// MaxUsageTokens, a cost that is a finite number ≥ 0), by value or by pointer: a negative one, recorded, lowered the
-// run's budget use (Σ of its tasks' usage) below what its other tasks spent, and the run's budget abort with it.
+// MaxUsageTokens, a cost that is a finite number ≥ 0), by value or by pointer: a negative one, recorded, lowered
+// the run's budget use (Σ of its tasks' usage) below what its other tasks spent, and the run's budget abort with it.
 func TestImportedUsageIsACount(t *testing.T) {
 	decide := func(u any) (*projections.State, error) {
 		return importFolded(
 			ImportedEvent{Type: events.TypeRunCreated, TimeMs: 1000, Payload: &events.RunCreated{}},
-			ImportedEvent{Type: events.TypeTaskCreated, TimeMs: 1000, Payload: &events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow}},
-			ImportedEvent{Type: events.TypeTaskCreated, TimeMs: 1000, Payload: &events.TaskCreated{TaskID: "t2", Kind: events.TaskKindWorkflow}},
-			ImportedEvent{Type: events.TypeTaskUsage, TimeMs: 1000, Payload: &events.TaskUsage{TaskID: "t1", Input: 1000}},
+			ImportedEvent{Type: events.TypeTaskCreated, TimeMs: 1000,
+				Payload: &events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow}},
+			ImportedEvent{Type: events.TypeTaskCreated, TimeMs: 1000,
+				Payload: &events.TaskCreated{TaskID: "t2", Kind: events.TaskKindWorkflow}},
+			ImportedEvent{Type: events.TypeTaskUsage, TimeMs: 1000,
+				Payload: &events.TaskUsage{TaskID: "t1", Input: 1000}},
 			ImportedEvent{Type: events.TypeTaskUsage, TimeMs: 1000, Payload: u})
 	}
 	for name, u := range map[string]events.TaskUsage{
@@ -514,21 +537,26 @@ func TestImportedSpendIsACount(t *testing.T) {
 	decide := func(p any) (*projections.State, error) {
 		return importFolded(
 			ImportedEvent{Type: events.TypeRunCreated, TimeMs: 1000, Payload: &events.RunCreated{}},
-			ImportedEvent{Type: events.TypeTaskCreated, TimeMs: 1000, Payload: &events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow}},
-			ImportedEvent{Type: events.TypeBudgetReserved, TimeMs: 1000, Payload: &events.BudgetReserved{TaskID: "t1", SubID: "gc-1", Tokens: 10}},
+			ImportedEvent{Type: events.TypeTaskCreated, TimeMs: 1000,
+				Payload: &events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow}},
+			ImportedEvent{Type: events.TypeBudgetReserved, TimeMs: 1000,
+				Payload: &events.BudgetReserved{TaskID: "t1", SubID: "gc-1", Tokens: 10}},
 			ImportedEvent{Type: typeOf(p), TimeMs: 1000, Payload: p})
 	}
 	for name, tc := range map[string]struct {
 		reserved *events.BudgetReserved
 		charged  *events.BudgetCharged
 	}{
-		"reserved above the bound":  {reserved: &events.BudgetReserved{TaskID: "t1", SubID: "gc-2", Tokens: MaxUsageTokens + 1}},
-		"reserved at int64's limit": {reserved: &events.BudgetReserved{TaskID: "t1", SubID: "gc-2", Tokens: math.MaxInt64}},
-		"reserved below zero":       {reserved: &events.BudgetReserved{TaskID: "t1", SubID: "gc-2", Tokens: -1}},
+		"reserved above the bound": {reserved: &events.BudgetReserved{TaskID: "t1", SubID: "gc-2",
+			Tokens: MaxUsageTokens + 1}},
+		"reserved at int64's limit": {reserved: &events.BudgetReserved{TaskID: "t1", SubID: "gc-2",
+			Tokens: math.MaxInt64}},
+		"reserved below zero": {reserved: &events.BudgetReserved{TaskID: "t1", SubID: "gc-2", Tokens: -1}},
 		"top-up above the bound": {reserved: &events.BudgetReserved{TaskID: "t1", SubID: events.ImportTopUpSubID,
 			Tokens: MaxUsageTokens + 11}},
-		"charged above the bound": {charged: &events.BudgetCharged{TaskID: "t1", SubID: "gc-1", Tokens: MaxUsageTokens + 1}},
-		"charged below zero":      {charged: &events.BudgetCharged{TaskID: "t1", SubID: "gc-1", Tokens: -5}},
+		"charged above the bound": {charged: &events.BudgetCharged{TaskID: "t1", SubID: "gc-1",
+			Tokens: MaxUsageTokens + 1}},
+		"charged below zero": {charged: &events.BudgetCharged{TaskID: "t1", SubID: "gc-1", Tokens: -5}},
 	} {
 		var byHow map[string]any
 		typ := events.TypeBudgetReserved
@@ -539,8 +567,8 @@ func TestImportedSpendIsACount(t *testing.T) {
 		}
 		for how, p := range byHow {
 			s, err := decide(p)
-			require.ErrorContains(t, err, fmt.Sprintf("import.append: event 3: %s: tokens must be an integer in 0..%d", typ,
-				int64(MaxUsageTokens)), "%s by %s", name, how)
+			require.ErrorContains(t, err, fmt.Sprintf("import.append: event 3: %s: tokens must be an "+
+				"integer in 0..%d", typ, int64(MaxUsageTokens)), "%s by %s", name, how)
 			_, created := s.Run("r1")
 			require.False(t, created, "%s by %s: nothing recorded", name, how)
 		}
@@ -551,7 +579,8 @@ func TestImportedSpendIsACount(t *testing.T) {
 	}{
 		{&events.BudgetReserved{TaskID: "t1", SubID: "gc-2", Tokens: MaxUsageTokens}, 10 + MaxUsageTokens},
 		{events.BudgetCharged{TaskID: "t1", SubID: "gc-1", Tokens: MaxUsageTokens}, 10 + MaxUsageTokens},
-		{&events.BudgetReserved{TaskID: "t1", SubID: events.ImportTopUpSubID, Tokens: MaxUsageTokens}, MaxUsageTokens},
+		{&events.BudgetReserved{TaskID: "t1", SubID: events.ImportTopUpSubID, Tokens: MaxUsageTokens},
+			MaxUsageTokens},
 	} {
 		s, err := decide(tc.p)
 		require.NoError(t, err, "%+v", tc.p)
@@ -569,12 +598,14 @@ func TestImportedSpendIsACount(t *testing.T) {
 func TestImportedDelegationIsNotAWorkflowTask(t *testing.T) {
 	f := openEngine(t, vfs.NewMem(), newTestClock(), nil)
 	admitted := func(sub string) ImportedEvent {
-		return ImportedEvent{Type: events.TypeDelegateAdmitted, TimeMs: 1000, Payload: &events.DelegateAdmitted{TaskID: "T",
-			SubID: sub, ChildDepth: 2, Role: "explorer", Unmetered: true, TimeoutSec: 60}}
+		return ImportedEvent{Type: events.TypeDelegateAdmitted, TimeMs: 1000,
+			Payload: &events.DelegateAdmitted{TaskID: "T",
+				SubID: sub, ChildDepth: 2, Role: "explorer", Unmetered: true, TimeoutSec: 60}}
 	}
 	created := func(id, kind string) ImportedEvent {
-		return ImportedEvent{Type: events.TypeTaskCreated, TimeMs: 1000, Payload: &events.TaskCreated{TaskID: id, Role: "r",
-			Agent: "a", Kind: kind}}
+		return ImportedEvent{Type: events.TypeTaskCreated, TimeMs: 1000,
+			Payload: &events.TaskCreated{TaskID: id, Role: "r",
+				Agent: "a", Kind: kind}}
 	}
 	submit := func(id string, evs ...ImportedEvent) *RejectedError {
 		r, err := f.eng.Submit(context.Background(), Request{Principal: events.EnginePrincipal(), CommandID: id,
@@ -584,18 +615,23 @@ func TestImportedDelegationIsNotAWorkflowTask(t *testing.T) {
 	}
 	require.Nil(t, submit("import:A:run", ImportedEvent{Type: events.TypeRunCreated, TimeMs: 1000,
 		Payload: &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w"}}))
-	require.Nil(t, submit("import:A:tasks", created("T", events.TaskKindWorkflow), created("W", events.TaskKindWorkflow),
-		created("gc-shadow", events.TaskKindShadow)))
+	require.Nil(t, submit("import:A:tasks", created("T", events.TaskKindWorkflow),
+		created("W", events.TaskKindWorkflow), created("gc-shadow", events.TaskKindShadow)))
 	head := f.eng.Head()
 	for name, c := range map[string]struct {
 		evs  []ImportedEvent
 		want string
 	}{
-		"a workflow task":                 {[]ImportedEvent{admitted("W")}, `delegation "W" names a workflow task of run "A"`},
-		"a workflow task of the write":    {[]ImportedEvent{created("N", events.TaskKindWorkflow), admitted("N")}, `delegation "N" names a workflow task`},
-		"not an id":                       {[]ImportedEvent{admitted("gc 1/x")}, "delegation id must be 1..256 chars of [A-Za-z0-9_-]"},
-		"none":                            {[]ImportedEvent{admitted("")}, "delegation id must be 1..256 chars"},
-		"a workflow task by value, later": {[]ImportedEvent{admitted("gc-ok"), {Type: events.TypeDelegateAdmitted, TimeMs: 1000, Payload: events.DelegateAdmitted{TaskID: "T", SubID: "T"}}}, `delegation "T" names a workflow task`},
+		"a workflow task": {[]ImportedEvent{admitted("W")},
+			`delegation "W" names a workflow task of run "A"`},
+		"a workflow task of the write": {[]ImportedEvent{created("N", events.TaskKindWorkflow), admitted("N")},
+			`delegation "N" names a workflow task`},
+		"not an id": {[]ImportedEvent{admitted("gc 1/x")},
+			"delegation id must be 1..256 chars of [A-Za-z0-9_-]"},
+		"none": {[]ImportedEvent{admitted("")}, "delegation id must be 1..256 chars"},
+		"a workflow task by value, later": {[]ImportedEvent{admitted("gc-ok"),
+			{Type: events.TypeDelegateAdmitted, TimeMs: 1000,
+				Payload: events.DelegateAdmitted{TaskID: "T", SubID: "T"}}}, `delegation "T" names a workflow task`},
 	} {
 		rej := submit("import:A:"+name, c.evs...)
 		require.NotNil(t, rej, name)
@@ -623,8 +659,9 @@ func TestImportedDelegationIsNotAWorkflowTask(t *testing.T) {
 // reaches, or one every report does) — by value or by pointer; within it the run is created.
 func TestImportedRunBudgetIsWhatRunCreateTakes(t *testing.T) {
 	decide := func(p any) error {
-		_, err := Decide(projections.New(), &Import{Source: events.ForeignSourcePicrew, RunID: "r1", Events: []ImportedEvent{
-			{Type: events.TypeRunCreated, TimeMs: 1000, Payload: p}}},
+		_, err := Decide(projections.New(), &Import{Source: events.ForeignSourcePicrew, RunID: "r1",
+			Events: []ImportedEvent{
+				{Type: events.TypeRunCreated, TimeMs: 1000, Payload: p}}},
 			Env{Now: 2000 * 1e6, CommandID: "c1", NewID: func() string { return "x" }})
 		return err
 	}
@@ -633,17 +670,23 @@ func TestImportedRunBudgetIsWhatRunCreateTakes(t *testing.T) {
 		run  events.RunCreated
 		want string
 	}{
-		"budgetTotal above 2^53": {events.RunCreated{BudgetTotal: i64(MaxBudgetTotal + 2)}, "budgetTotal must be an integer in 0..9007199254740992"},
-		"budgetTotal below zero": {events.RunCreated{BudgetTotal: i64(-5)}, "budgetTotal must be an integer in 0..9007199254740992"},
-		"budgetWarning above 1":  {events.RunCreated{BudgetWarning: fxF(1.5)}, "budgetWarning and budgetAbort must be fractions in [0,1]"},
-		"budgetAbort below 0":    {events.RunCreated{BudgetAbort: fxF(-0.5)}, "budgetWarning and budgetAbort must be fractions in [0,1]"},
-		"budgetAbort NaN":        {events.RunCreated{BudgetAbort: fxF(math.NaN())}, "budgetWarning and budgetAbort must be fractions in [0,1]"},
+		"budgetTotal above 2^53": {events.RunCreated{BudgetTotal: i64(MaxBudgetTotal + 2)},
+			"budgetTotal must be an integer in 0..9007199254740992"},
+		"budgetTotal below zero": {events.RunCreated{BudgetTotal: i64(-5)},
+			"budgetTotal must be an integer in 0..9007199254740992"},
+		"budgetWarning above 1": {events.RunCreated{BudgetWarning: fxF(1.5)},
+			"budgetWarning and budgetAbort must be fractions in [0,1]"},
+		"budgetAbort below 0": {events.RunCreated{BudgetAbort: fxF(-0.5)},
+			"budgetWarning and budgetAbort must be fractions in [0,1]"},
+		"budgetAbort NaN": {events.RunCreated{BudgetAbort: fxF(math.NaN())},
+			"budgetWarning and budgetAbort must be fractions in [0,1]"},
 	} {
 		for how, p := range map[string]any{"pointer": &c.run, "struct": c.run} {
 			require.ErrorContains(t, decide(p), "import.append: event 0: run.created: "+c.want, "%s by %s", name, how)
 		}
 	}
-	require.NoError(t, decide(&events.RunCreated{BudgetTotal: i64(MaxBudgetTotal), BudgetWarning: fxF(0), BudgetAbort: fxF(1)}))
+	require.NoError(t, decide(&events.RunCreated{BudgetTotal: i64(MaxBudgetTotal), BudgetWarning: fxF(0),
+		BudgetAbort: fxF(1)}))
 	require.NoError(t, decide(&events.RunCreated{}))
 }
 
@@ -656,18 +699,20 @@ func TestImportedGrantIsOneABudgetSeeds(t *testing.T) {
 	decide := func(p any) (*projections.State, error) {
 		return importFolded(
 			ImportedEvent{Type: events.TypeRunCreated, TimeMs: 1000, Payload: &events.RunCreated{}},
-			ImportedEvent{Type: events.TypeTaskCreated, TimeMs: 1000, Payload: &events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow}},
+			ImportedEvent{Type: events.TypeTaskCreated, TimeMs: 1000,
+				Payload: &events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow}},
 			ImportedEvent{Type: events.TypeBudgetReserved, TimeMs: 1000, Payload: p})
 	}
 	for name, r := range map[string]events.BudgetReserved{
-		"grant below zero":       {TaskID: "t1", SubID: "gc-1", Tokens: 10, GrantedTokens: -1},
-		"grant above 2^53":       {TaskID: "t1", SubID: "gc-1", Tokens: 10, GrantedTokens: MaxBudgetTotal + 1},
-		"grant at int64's limit": {TaskID: "t1", SubID: events.ImportTopUpSubID, Tokens: 10, GrantedTokens: math.MaxInt64},
+		"grant below zero": {TaskID: "t1", SubID: "gc-1", Tokens: 10, GrantedTokens: -1},
+		"grant above 2^53": {TaskID: "t1", SubID: "gc-1", Tokens: 10, GrantedTokens: MaxBudgetTotal + 1},
+		"grant at int64's limit": {TaskID: "t1", SubID: events.ImportTopUpSubID, Tokens: 10,
+			GrantedTokens: math.MaxInt64},
 	} {
 		for how, p := range map[string]any{"pointer": &r, "struct": r} {
 			s, err := decide(p)
-			require.ErrorContains(t, err, fmt.Sprintf("import.append: event 2: budget.reserved: grantedTokens must be an "+
-				"integer in 0..%d", int64(MaxBudgetTotal)), "%s by %s", name, how)
+			require.ErrorContains(t, err, fmt.Sprintf("import.append: event 2: budget.reserved: grantedTokens "+
+				"must be an integer in 0..%d", int64(MaxBudgetTotal)), "%s by %s", name, how)
 			_, created := s.Run("r1")
 			require.False(t, created, "%s by %s: nothing recorded", name, how)
 		}
@@ -686,11 +731,13 @@ func TestImportedGrantIsOneABudgetSeeds(t *testing.T) {
 // state folded live held it where the same state rebuilt from the log did not.
 func TestImportedQuestionIsOneWaitRequestAsks(t *testing.T) {
 	decide := func(p any) (Decision, error) {
-		return Decide(projections.New(), &Import{Source: events.ForeignSourcePicrew, RunID: "r1", Events: []ImportedEvent{
-			{Type: events.TypeRunCreated, TimeMs: 1000, Payload: &events.RunCreated{}},
-			{Type: events.TypeTaskCreated, TimeMs: 1000, Payload: &events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow}},
-			{Type: events.TypeTaskStarted, TimeMs: 1000, Payload: &events.TaskStarted{TaskID: "t1"}},
-			{Type: mustType(t, p), TimeMs: 1000, Payload: p}}},
+		return Decide(projections.New(), &Import{Source: events.ForeignSourcePicrew, RunID: "r1",
+			Events: []ImportedEvent{
+				{Type: events.TypeRunCreated, TimeMs: 1000, Payload: &events.RunCreated{}},
+				{Type: events.TypeTaskCreated, TimeMs: 1000,
+					Payload: &events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow}},
+				{Type: events.TypeTaskStarted, TimeMs: 1000, Payload: &events.TaskStarted{TaskID: "t1"}},
+				{Type: mustType(t, p), TimeMs: 1000, Payload: p}}},
 			Env{Now: 2000 * 1e6, CommandID: "c1", NewID: func() string { return "x" }})
 	}
 	long := strings.Repeat("q", MaxQuestionIDChars+1)
@@ -704,12 +751,17 @@ func TestImportedQuestionIsOneWaitRequestAsks(t *testing.T) {
 	}{
 		"no question id":     {events.TaskWaiting{TaskID: "t1"}, "questionId must be 1..128 chars"},
 		"a long question id": {events.TaskWaiting{TaskID: "t1", QuestionID: long}, "questionId must be 1..128 chars"},
-		"17 options":         {events.TaskWaiting{TaskID: "t1", QuestionID: "q", Options: many}, "options must hold 1..16 strings of 1..256 chars"},
-		"an empty option":    {events.TaskWaiting{TaskID: "t1", QuestionID: "q", Options: []string{"a", ""}}, "options must hold 1..16 strings"},
-		"a long option":      {events.TaskWaiting{TaskID: "t1", QuestionID: "q", Options: []string{strings.Repeat("é", MaxAskOptionChars+1)}}, "options must hold"},
+		"17 options": {events.TaskWaiting{TaskID: "t1", QuestionID: "q", Options: many},
+			"options must hold 1..16 strings of 1..256 chars"},
+		"an empty option": {events.TaskWaiting{TaskID: "t1", QuestionID: "q", Options: []string{"a", ""}},
+			"options must hold 1..16 strings"},
+		"a long option": {events.TaskWaiting{TaskID: "t1", QuestionID: "q",
+			Options: []string{strings.Repeat("é", MaxAskOptionChars+1)}}, "options must hold"},
 	} {
-		asked := events.AskRequested{TaskID: "t1", QuestionID: c.waiting.QuestionID, Question: "?", Options: c.waiting.Options}
-		for how, p := range map[string]any{"waiting by pointer": &c.waiting, "waiting by value": c.waiting, "asked by pointer": &asked, "asked by value": asked} {
+		asked := events.AskRequested{TaskID: "t1", QuestionID: c.waiting.QuestionID, Question: "?",
+			Options: c.waiting.Options}
+		for how, p := range map[string]any{"waiting by pointer": &c.waiting, "waiting by value": c.waiting,
+			"asked by pointer": &asked, "asked by value": asked} {
 			_, err := decide(p)
 			require.ErrorContains(t, err, "import.append: event 3: ", "%s, %s", name, how)
 			require.ErrorContains(t, err, c.want, "%s, %s", name, how)
@@ -736,25 +788,29 @@ func TestImportedQuestionIsOneWaitRequestAsks(t *testing.T) {
 			require.NotNil(t, p.Options, "%s: the importer's payload is its own", how)
 		}
 	}
-	_, err := decide(&events.AskRequested{TaskID: "t1", QuestionID: strings.Repeat("q", MaxQuestionIDChars), Question: "?",
-		Options: []string{strings.Repeat("é", MaxAskOptionChars)}})
+	_, err := decide(&events.AskRequested{TaskID: "t1", QuestionID: strings.Repeat("q", MaxQuestionIDChars),
+		Question: "?", Options: []string{strings.Repeat("é", MaxAskOptionChars)}})
 	require.NoError(t, err)
 }
 
 // TestImportedEmptyOptionsFoldAsTheLogReadsThem: an imported question with options [] (import.append's JSON decodes
-// `"options":[]` so) is recorded without options, as the log encodes an empty list (omitempty): recorded as given, the
-// engine's live state held an empty list where the same state rebuilt from the log held none, and rebuilding from
+// `"options":[]` so) is recorded without options, as the log encodes an empty list (omitempty): recorded as given,
+// the engine's live state held an empty list where the same state rebuilt from the log held none, and rebuilding from
 // position 1 must give the identical state.
 func TestImportedEmptyOptionsFoldAsTheLogReadsThem(t *testing.T) {
 	f := openEngine(t, vfs.NewMem(), newTestClock(), nil)
-	r, err := f.eng.Submit(context.Background(), Request{Principal: events.EnginePrincipal(), CommandID: "import:r1:all",
-		Actor: admin, Command: &Import{Source: events.ForeignSourcePicrew, RunID: "r1", Events: []ImportedEvent{
-			{Type: events.TypeRunCreated, TimeMs: 1000, Payload: &events.RunCreated{}},
-			{Type: events.TypeTaskCreated, TimeMs: 1000, Payload: &events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow}},
-			{Type: events.TypeTaskStarted, TimeMs: 1000, Payload: &events.TaskStarted{TaskID: "t1"}},
-			{Type: events.TypeTaskWaiting, TimeMs: 1000, Payload: &events.TaskWaiting{TaskID: "t1", QuestionID: "q", Options: []string{}}},
-			{Type: events.TypeAskRequested, TimeMs: 1000, Payload: &events.AskRequested{TaskID: "t1", QuestionID: "q", Question: "?",
-				Options: []string{}}}}}})
+	r, err := f.eng.Submit(context.Background(),
+		Request{Principal: events.EnginePrincipal(), CommandID: "import:r1:all",
+			Actor: admin, Command: &Import{Source: events.ForeignSourcePicrew, RunID: "r1", Events: []ImportedEvent{
+				{Type: events.TypeRunCreated, TimeMs: 1000, Payload: &events.RunCreated{}},
+				{Type: events.TypeTaskCreated, TimeMs: 1000,
+					Payload: &events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow}},
+				{Type: events.TypeTaskStarted, TimeMs: 1000, Payload: &events.TaskStarted{TaskID: "t1"}},
+				{Type: events.TypeTaskWaiting, TimeMs: 1000,
+					Payload: &events.TaskWaiting{TaskID: "t1", QuestionID: "q", Options: []string{}}},
+				{Type: events.TypeAskRequested, TimeMs: 1000,
+					Payload: &events.AskRequested{TaskID: "t1", QuestionID: "q", Question: "?",
+						Options: []string{}}}}}})
 	require.NoError(t, err)
 	require.Nil(t, r.Rejected)
 	rebuilt := projections.New()
@@ -778,18 +834,20 @@ func mustType(t *testing.T, p any) string {
 
 // decideAfterTask decides an import of run r1 whose write creates the run and its workflow task t1, then imports p.
 func decideAfterTask(t *testing.T, p any) error {
-	_, err := Decide(projections.New(), &Import{Source: events.ForeignSourcePicrew, RunID: "r1", Events: []ImportedEvent{
-		{Type: events.TypeRunCreated, TimeMs: 1000, Payload: &events.RunCreated{}},
-		{Type: events.TypeTaskCreated, TimeMs: 1000, Payload: &events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow}},
-		{Type: mustType(t, p), TimeMs: 1000, Payload: p}}},
+	_, err := Decide(projections.New(), &Import{Source: events.ForeignSourcePicrew, RunID: "r1",
+		Events: []ImportedEvent{
+			{Type: events.TypeRunCreated, TimeMs: 1000, Payload: &events.RunCreated{}},
+			{Type: events.TypeTaskCreated, TimeMs: 1000,
+				Payload: &events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow}},
+			{Type: mustType(t, p), TimeMs: 1000, Payload: p}}},
 		Env{Now: 2000 * 1e6, CommandID: "c1", NewID: func() string { return "x" }})
 	return err
 }
 
-// TestImportedDepthIsOneTheEngineRecords: an imported task.created's depth and delegate.admitted's childDepth are held
-// to 0..MaxMaxDepth (task.create's bound; an admission's childDepth is at most maxDepth, configured up to it), by
-// value or by pointer: a shadow's depth decides whether credential.issue gives it a credential and how deep its own
-// delegations go, and one recorded below zero was one the depth limit never reached.
+// TestImportedDepthIsOneTheEngineRecords: an imported task.created's depth and delegate.admitted's childDepth are
+// held to 0..MaxMaxDepth (task.create's bound; an admission's childDepth is at most maxDepth, configured up to it),
+// by value or by pointer: a shadow's depth decides whether credential.issue gives it a credential and how deep its
+// own delegations go, and one recorded below zero was one the depth limit never reached.
 func TestImportedDepthIsOneTheEngineRecords(t *testing.T) {
 	decide := func(p any) error { return decideAfterTask(t, p) }
 	for _, depth := range []int{-1, MaxMaxDepth + 1} {
@@ -797,23 +855,26 @@ func TestImportedDepthIsOneTheEngineRecords(t *testing.T) {
 		admitted := events.DelegateAdmitted{TaskID: "t1", SubID: "gc-1", ChildDepth: depth, Unmetered: true}
 		for how, p := range map[string]any{"created by pointer": &created, "created by value": created,
 			"admitted by pointer": &admitted, "admitted by value": admitted} {
-			require.ErrorContains(t, decide(p), fmt.Sprintf("import.append: event 2: depth %d is not 0..%d", depth, MaxMaxDepth),
+			require.ErrorContains(t, decide(p), fmt.Sprintf("import.append: event 2: depth %d is not 0..%d", depth,
+				MaxMaxDepth),
 				"%d, %s", depth, how)
 		}
 	}
 	require.NoError(t, decide(&events.TaskCreated{TaskID: "t2", Kind: events.TaskKindShadow, Depth: MaxMaxDepth}))
-	require.NoError(t, decide(&events.DelegateAdmitted{TaskID: "t1", SubID: "gc-1", ChildDepth: MaxMaxDepth, Unmetered: true}))
+	require.NoError(t, decide(&events.DelegateAdmitted{TaskID: "t1", SubID: "gc-1", ChildDepth: MaxMaxDepth,
+		Unmetered: true}))
 }
 
-// TestImportedDependsOnIsOneTaskCreateTakes: an imported task.created's dependsOn is held to what task.create takes, by
-// value or by pointer: at most MaxDependsOn task ids, each 1..MaxIDChars chars. Unbounded, a write carried a list of
-// any length of ids of any length (up to the frame), which every read of the task, snapshot of its run and page of
+// TestImportedDependsOnIsOneTaskCreateTakes: an imported task.created's dependsOn is held to what task.create takes,
+// by value or by pointer: at most MaxDependsOn task ids, each 1..MaxIDChars chars. Unbounded, a write carried a list
+// of any length of ids of any length (up to the frame), which every read of the task, snapshot of its run and page of
 // the dashboard copies.
 func TestImportedDependsOnIsOneTaskCreateTakes(t *testing.T) {
 	decide := func(p any) error {
-		_, err := Decide(projections.New(), &Import{Source: events.ForeignSourcePicrew, RunID: "r1", Events: []ImportedEvent{
-			{Type: events.TypeRunCreated, TimeMs: 1000, Payload: &events.RunCreated{}},
-			{Type: events.TypeTaskCreated, TimeMs: 1000, Payload: p}}},
+		_, err := Decide(projections.New(), &Import{Source: events.ForeignSourcePicrew, RunID: "r1",
+			Events: []ImportedEvent{
+				{Type: events.TypeRunCreated, TimeMs: 1000, Payload: &events.RunCreated{}},
+				{Type: events.TypeTaskCreated, TimeMs: 1000, Payload: p}}},
 			Env{Now: 2000 * 1e6, CommandID: "c1", NewID: func() string { return "x" }})
 		return err
 	}
@@ -826,8 +887,9 @@ func TestImportedDependsOnIsOneTaskCreateTakes(t *testing.T) {
 	} {
 		created := events.TaskCreated{TaskID: "t1", Kind: events.TaskKindWorkflow, DependsOn: deps}
 		for how, p := range map[string]any{"pointer": &created, "struct": created} {
-			require.ErrorContains(t, decide(p), fmt.Sprintf("import.append: event 1: task.created: dependsOn must list at "+
-				"most %d task ids, each of 1..%d chars, of at most %d bytes in JSON", MaxDependsOn, MaxIDChars, MaxIDChars),
+			require.ErrorContains(t, decide(p), fmt.Sprintf("import.append: event 1: task.created: dependsOn "+
+				"must list at most %d task ids, each of 1..%d chars, of at most %d bytes in JSON", MaxDependsOn,
+				MaxIDChars, MaxIDChars),
 				"%s by %s", name, how)
 		}
 	}
@@ -846,7 +908,8 @@ func TestImportedDependsOnIsOneTaskCreateTakes(t *testing.T) {
 // wrote.
 func TestImportedIDsAreOnesCrewlogRecords(t *testing.T) {
 	for _, long := range []string{strings.Repeat("é", MaxIDChars+1), strings.Repeat("<", MaxIDChars),
-		strings.Repeat("<", MaxIDChars/6+1), strings.Repeat("é", MaxIDChars/2+1), strings.Repeat("\x00", MaxIDChars/6+1)} {
+		strings.Repeat("<", MaxIDChars/6+1), strings.Repeat("é", MaxIDChars/2+1),
+		strings.Repeat("\x00", MaxIDChars/6+1)} {
 		importedIDsRefused(t, long)
 	}
 	decide := func(p any) error { return decideAfterTask(t, p) }
@@ -865,23 +928,29 @@ func importedIDsRefused(t *testing.T, long string) {
 		p    any
 		want string
 	}{
-		"an admission's parent":  {events.DelegateAdmitted{TaskID: long, SubID: "gc-1", Unmetered: true}, "delegate.admitted: taskId"},
-		"a request's subId":      {events.DelegateRequested{TaskID: "t1", SubID: long}, "delegate.requested: subId"},
-		"a reservation's task":   {events.BudgetReserved{TaskID: long, SubID: "gc-1"}, "budget.reserved: taskId"},
-		"a question's task":      {events.AskRequested{TaskID: long, QuestionID: "q"}, "ask.requested: taskId"},
-		"an answer's question":   {events.AskAnswered{TaskID: "t1", QuestionID: long}, "ask.answered: questionId"},
-		"a delivery's message":   {events.MailboxDelivered{MessageID: long, Recipient: "t1"}, "mailbox.delivered: messageId"},
-		"a message's question":   {events.MailboxAppended{ID: "m1", To: "t1", QuestionID: long}, "mailbox.appended: questionId"},
-		"a message's id":         {events.MailboxAppended{ID: long, To: "t1"}, "mailbox.appended: id"},
-		"a message's mailbox":    {events.MailboxAppended{ID: "m1", To: long}, "mailbox.appended: to"},
-		"an ack's recipient":     {events.MailboxAcknowledged{MessageID: "m1", Recipient: long}, "mailbox.acknowledged: recipient"},
-		"a message's data.subId": {events.MailboxAppended{ID: "m1", To: "t1", Data: &events.MessageData{SubID: long}}, "mailbox.appended: data.subId"},
+		"an admission's parent": {events.DelegateAdmitted{TaskID: long, SubID: "gc-1", Unmetered: true},
+			"delegate.admitted: taskId"},
+		"a request's subId":    {events.DelegateRequested{TaskID: "t1", SubID: long}, "delegate.requested: subId"},
+		"a reservation's task": {events.BudgetReserved{TaskID: long, SubID: "gc-1"}, "budget.reserved: taskId"},
+		"a question's task":    {events.AskRequested{TaskID: long, QuestionID: "q"}, "ask.requested: taskId"},
+		"an answer's question": {events.AskAnswered{TaskID: "t1", QuestionID: long}, "ask.answered: questionId"},
+		"a delivery's message": {events.MailboxDelivered{MessageID: long, Recipient: "t1"},
+			"mailbox.delivered: messageId"},
+		"a message's question": {events.MailboxAppended{ID: "m1", To: "t1", QuestionID: long},
+			"mailbox.appended: questionId"},
+		"a message's id":      {events.MailboxAppended{ID: long, To: "t1"}, "mailbox.appended: id"},
+		"a message's mailbox": {events.MailboxAppended{ID: "m1", To: long}, "mailbox.appended: to"},
+		"an ack's recipient": {events.MailboxAcknowledged{MessageID: "m1", Recipient: long},
+			"mailbox.acknowledged: recipient"},
+		"a message's data.subId": {events.MailboxAppended{ID: "m1", To: "t1", Data: &events.MessageData{SubID: long}},
+			"mailbox.appended: data.subId"},
 	} {
 		ptr := reflect.New(reflect.TypeOf(c.p))
 		ptr.Elem().Set(reflect.ValueOf(c.p))
 		for how, p := range map[string]any{"struct": c.p, "pointer": ptr.Interface()} {
-			require.ErrorContains(t, decide(p), fmt.Sprintf("import.append: event 2: %s must be at most %d chars, of at "+
-				"most %d bytes in JSON", c.want, MaxIDChars, MaxIDChars), "%q: %s by %s", long[:1], name, how)
+			require.ErrorContains(t, decide(p), fmt.Sprintf("import.append: event 2: %s must be at most %d "+
+				"chars, of at most %d bytes in JSON", c.want, MaxIDChars, MaxIDChars), "%q: %s by %s",
+				long[:1], name, how)
 		}
 	}
 }

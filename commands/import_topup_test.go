@@ -27,8 +27,10 @@ func TestImportedTopUpRecordsWhatTheTaskLacks(t *testing.T) {
 	}
 	for _, req := range []Request{
 		importOf("R", "import:R:run", events.TypeRunCreated, &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w"}),
-		importOf("R", "import:R:task:T", events.TypeTaskCreated, &events.TaskCreated{TaskID: "T", StepID: "s", Kind: events.TaskKindWorkflow}),
-		importOf("R", "import:R:seq:2", events.TypeBudgetReserved, &events.BudgetReserved{TaskID: "T", SubID: "gc-1", Tokens: 100, GrantedTokens: 1000}),
+		importOf("R", "import:R:task:T", events.TypeTaskCreated,
+			&events.TaskCreated{TaskID: "T", StepID: "s", Kind: events.TaskKindWorkflow}),
+		importOf("R", "import:R:seq:2", events.TypeBudgetReserved,
+			&events.BudgetReserved{TaskID: "T", SubID: "gc-1", Tokens: 100, GrantedTokens: 1000}),
 	} {
 		r, err := f.eng.Submit(context.Background(), req)
 		require.NoError(t, err)

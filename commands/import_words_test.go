@@ -19,12 +19,14 @@ func TestAnImportedMessagesWordsAreOnesCrewlogRecords(t *testing.T) {
 		m    events.MailboxAppended
 		want string // "" when recorded
 	}{
-		"every word":          {events.MailboxAppended{Kind: events.KindSteer, Priority: events.PriorityUrgent, DeliveryMode: events.DeliveryInterrupt}, ""},
-		"no word":             {events.MailboxAppended{}, ""},
-		"a long kind":         {events.MailboxAppended{Kind: long}, "mailbox.appended: kind must be"},
-		"an unknown kind":     {events.MailboxAppended{Kind: "shout"}, "mailbox.appended: kind must be"},
-		"a long priority":     {events.MailboxAppended{Priority: long}, "mailbox.appended: priority must be"},
-		"an unknown delivery": {events.MailboxAppended{DeliveryMode: "never"}, "mailbox.appended: deliveryMode must be"},
+		"every word": {events.MailboxAppended{Kind: events.KindSteer, Priority: events.PriorityUrgent,
+			DeliveryMode: events.DeliveryInterrupt}, ""},
+		"no word":         {events.MailboxAppended{}, ""},
+		"a long kind":     {events.MailboxAppended{Kind: long}, "mailbox.appended: kind must be"},
+		"an unknown kind": {events.MailboxAppended{Kind: "shout"}, "mailbox.appended: kind must be"},
+		"a long priority": {events.MailboxAppended{Priority: long}, "mailbox.appended: priority must be"},
+		"an unknown delivery": {events.MailboxAppended{DeliveryMode: "never"},
+			"mailbox.appended: deliveryMode must be"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			m := c.m

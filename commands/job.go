@@ -122,7 +122,8 @@ func (c *JobCreate) decide(s *projections.State, env *Env) (Decision, error) {
 		// NB: such a job could never get a lease (lease.open refuses it, worker-ended) and would hold the run's one
 		// live-job place until the manager moved it.
 		rej.Reason = LeaseReasonWorkerEnded
-		rej.Message = fmt.Sprintf("job.create: the worker of task %s has ended: its task is terminal or its credential revoked", c.TaskID)
+		rej.Message = fmt.Sprintf("job.create: the worker of task %s has ended: its task is terminal or its "+
+			"credential revoked", c.TaskID)
 		return jobRejection(env, c.RunID, rej)
 	}
 	limit := env.Config.JobLimits().ManifestBytes
@@ -140,7 +141,8 @@ func (c *JobCreate) decide(s *projections.State, env *Env) (Decision, error) {
 	}
 	p := &events.JobCreated{
 		JobID: c.JobID, TaskID: c.TaskID, Tools: make([]string, len(tools)), Fingerprints: make([]string, len(tools)),
-		Callables: make([]string, len(tools)), ManifestBytes: size, ManifestDigest: digest, NonceDigest: c.NonceDigest,
+		Callables: make([]string, len(tools)), ManifestBytes: size, ManifestDigest: digest,
+		NonceDigest: c.NonceDigest,
 	}
 	for i, t := range tools {
 		p.Tools[i], p.Fingerprints[i], p.Callables[i] = t.name, t.fingerprint, t.callable

@@ -67,8 +67,9 @@ func BenchmarkProxyVsDelegate(b *testing.B) {
 			b.StartTimer()
 		}
 		rid := fmt.Sprintf("q%d", i)
-		pr := &ProxyRequest{RunID: "R", TaskID: "02_exec", JobID: fmt.Sprintf("J%d", job), RequestID: rid, RequestIDChars: len(rid),
-			NonceDigest: nonce, Tool: "read", Args: json.RawMessage(`{"path":"src/main.go"}`)}
+		pr := &ProxyRequest{RunID: "R", TaskID: "02_exec", JobID: fmt.Sprintf("J%d", job), RequestID: rid,
+			RequestIDChars: len(rid), NonceDigest: nonce, Tool: "read",
+			Args: json.RawMessage(`{"path":"src/main.go"}`)}
 		dr := &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "find X", BudgetTokens: ptr(int64(1000))}
 		// Decide alone, on the published state, before either is submitted.
 		e.Read(func(s *projections.State) {
@@ -76,7 +77,8 @@ func BenchmarkProxyVsDelegate(b *testing.B) {
 			_, _ = Decide(s, pr, Env{Config: s.Config(), Now: clock.Now().UnixNano(), Actor: w.Actor})
 			proxyD += time.Since(t)
 			t = time.Now()
-			_, _ = Decide(s, dr, Env{Config: s.Config(), Now: clock.Now().UnixNano(), Actor: w.Actor, NewID: func() string { return "x" }})
+			_, _ = Decide(s, dr, Env{Config: s.Config(), Now: clock.Now().UnixNano(), Actor: w.Actor,
+				NewID: func() string { return "x" }})
 			delegateD += time.Since(t)
 		})
 		// Alternate which goes first, so whatever the previous pair left
@@ -98,7 +100,8 @@ func BenchmarkProxyVsDelegate(b *testing.B) {
 		submit(w, &ProxyCancel{RunID: "R", TaskID: "02_exec", JobID: pr.JobID, RequestID: rid, NonceDigest: nonce})
 		var res DelegateResult
 		require.NoError(b, json.Unmarshal(rep.Result, &res))
-		submit(Request{Actor: orchestrator}, &DelegateSettle{RunID: "R", SubID: res.GrandchildTaskRef, Outcome: OutcomeOK, Text: "done"})
+		submit(Request{Actor: orchestrator}, &DelegateSettle{RunID: "R", SubID: res.GrandchildTaskRef,
+			Outcome: OutcomeOK, Text: "done"})
 		b.StartTimer()
 	}
 	b.StopTimer()

@@ -94,7 +94,8 @@ func hasDuplicateKey(raw []byte) bool {
 }
 
 func TestCanonicalJSONRefusals(t *testing.T) {
-	for _, raw := range []string{`{"a":1,"a":2}`, `{"b":1,"a":2,"b":3}`, `-0`, `{"x":-0.0}`, `1e400`, `[[[[` + `]]]]`} {
+	for _, raw := range []string{`{"a":1,"a":2}`, `{"b":1,"a":2,"b":3}`, `-0`, `{"x":-0.0}`, `1e400`,
+		`[[[[` + `]]]]`} {
 		var b bytes.Buffer
 		err := canonicalJSON(&b, []byte(raw), maxJSONDepth-2)
 		require.ErrorIs(t, err, errNotJSONSafe, raw)
@@ -129,8 +130,9 @@ func TestCanonicalJSONNestedOutOfOrder(t *testing.T) {
 // objects into a map kept the last of the two, silently.
 func TestKeyTwiceAtTheTopLevel(t *testing.T) {
 	w := loopWorld(t, 1_000_000)
-	tool := `{"name":"read","label":"Read","description":"d","description":"another","parameters":{"type":"object"},` +
-		`"sourceInfo":{"path":"/t","source":"pi","scope":"user","origin":"package"},"callable":"mgr:read"}`
+	tool := `{"name":"read","label":"Read","description":"d","description":"another",` +
+		`"parameters":{"type":"object"},"sourceInfo":{"path":"/t","source":"pi","scope":"user","origin":"package"},` +
+		`"callable":"mgr:read"}`
 	o := w.send(orch("job.create", `{"jobId":"J","taskId":"W","tools":[`+tool+`]}`)) // nonce secret-1
 	require.NotNil(t, o.err)
 	require.Len(t, o.events, 1)
@@ -156,8 +158,8 @@ func TestKeyTwiceAtTheTopLevel(t *testing.T) {
 }
 
 // T20 reads annotations.readOnlyHint as JSON.parse does, by its exact key: a tool is read-only only when that key
-// holds true. A key spelled otherwise ("ReadOnlyHint", "READONLYHINT") is another key, which the tool's canonical JSON
-// keeps as such, and does not make a tool read-only, nor overrule the readOnlyHint beside it.
+// holds true. A key spelled otherwise ("ReadOnlyHint", "READONLYHINT") is another key, which the tool's canonical
+// JSON keeps as such, and does not make a tool read-only, nor overrule the readOnlyHint beside it.
 func TestReadOnlyHintIsReadByItsExactKey(t *testing.T) {
 	for _, tc := range []struct {
 		annotations string
@@ -172,8 +174,10 @@ func TestReadOnlyHintIsReadByItsExactKey(t *testing.T) {
 		{`{"READONLYHINT":false,"readOnlyHint":true}`, true},
 	} {
 		t.Run(tc.annotations, func(t *testing.T) {
-			item := `{"name":"edit","label":"Edit","description":"edit a file","parameters":{"type":"object"},"annotations":` +
-				tc.annotations + `,"sourceInfo":{"path":"/t/edit.ts","source":"pi","scope":"user","origin":"package"},"callable":"mgr:edit"}`
+			item := `{"name":"edit","label":"Edit","description":"edit a file","parameters":{"type":"object"},` +
+				`"annotations":` +
+				tc.annotations + `,"sourceInfo":{"path":"/t/edit.ts","source":"pi","scope":"user",` +
+				`"origin":"package"},"callable":"mgr:edit"}`
 			tool, _, merr := parseTool(0, json.RawMessage(item))
 			require.Nil(t, merr)
 			require.Equal(t, tc.readOnly, tool.readOnly)

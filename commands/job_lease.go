@@ -36,7 +36,8 @@ func (c *LeaseOpen) decide(s *projections.State, env *Env) (Decision, error) {
 		// NB: a request without the grant is malformed, not a grant that changed: refused with nothing recorded,
 		// where revalidating nothing against the job's grant would hard-stop the job (T4) for a missing param. An
 		// empty list is a grant, and is revalidated.
-		return Decision{}, badParams("lease.open: tools (the manager's current grant) is required to continue: it is revalidated against the job's (T4)")
+		return Decision{}, badParams("lease.open: tools (the manager's current grant) is required to continue: it " +
+			"is revalidated against the job's (T4)")
 	}
 	j, err := jobOf(s, c.RunID, c.JobID)
 	if err != nil {
@@ -45,15 +46,18 @@ func (c *LeaseOpen) decide(s *projections.State, env *Env) (Decision, error) {
 	if run, _ := s.Run(c.RunID); run.Status.Stale() {
 		return Decision{}, reject(CodeForbidden, "run-terminal", "lease.open: run %s is %s", c.RunID, run.Status)
 	}
-	rej := &events.JobRejected{JobID: c.JobID, Op: "lease.open", Status: j.Status, Generation: j.Generation, LeaseActive: j.LeaseActive}
+	rej := &events.JobRejected{JobID: c.JobID, Op: "lease.open", Status: j.Status, Generation: j.Generation,
+		LeaseActive: j.LeaseActive}
 	switch {
 	case workerEnded(s, c.RunID, j.TaskID):
 		rej.Reason = LeaseReasonWorkerEnded
-		rej.Message = fmt.Sprintf("lease.open: the worker of job %s (task %s) has ended: its task is terminal or its credential revoked", c.JobID, j.TaskID)
+		rej.Message = fmt.Sprintf("lease.open: the worker of job %s (task %s) has ended: its task is terminal or "+
+			"its credential revoked", c.JobID, j.TaskID)
 		return jobRejection(env, c.RunID, rej)
 	case j.LeaseActive:
 		rej.Reason = "lease-active"
-		rej.Message = fmt.Sprintf("lease.open: job %s already holds lease %d; at most one active lease per job", c.JobID, j.Generation)
+		rej.Message = fmt.Sprintf("lease.open: job %s already holds lease %d; at most one active lease per job",
+			c.JobID, j.Generation)
 		return jobRejection(env, c.RunID, rej)
 	case c.Mode == events.LeaseStart && j.Status != events.JobStarting:
 		rej.Reason = "not-starting"
@@ -75,10 +79,13 @@ func (c *LeaseOpen) decide(s *projections.State, env *Env) (Decision, error) {
 	}
 	gen := j.Generation + 1
 	evs = append(evs,
-		env.event(c.RunID, events.TypeLeaseOpened, &events.LeaseOpened{JobID: c.JobID, Generation: gen, RootToolCallID: c.RootToolCallID, Mode: c.Mode}),
-		env.event(c.RunID, events.TypeJobStatusChanged, &events.JobStatusChanged{JobID: c.JobID, From: j.Status, To: events.JobRunning, Reason: c.Mode}),
+		env.event(c.RunID, events.TypeLeaseOpened,
+			&events.LeaseOpened{JobID: c.JobID, Generation: gen, RootToolCallID: c.RootToolCallID, Mode: c.Mode}),
+		env.event(c.RunID, events.TypeJobStatusChanged,
+			&events.JobStatusChanged{JobID: c.JobID, From: j.Status, To: events.JobRunning, Reason: c.Mode}),
 	)
-	return Decision{Events: evs, Result: JobResult{OK: true, JobID: c.JobID, Status: events.JobRunning, Generation: gen}}, nil
+	return Decision{Events: evs, Result: JobResult{OK: true, JobID: c.JobID, Status: events.JobRunning,
+		Generation: gen}}, nil
 }
 
 // workerEnded reports whether the worker of a job of run runID, task taskID,
@@ -113,8 +120,8 @@ func (c *LeaseClear) decide(s *projections.State, env *Env) (Decision, error) {
 		return Decision{}, err
 	}
 	if !j.LeaseActive {
-		rej := &events.JobRejected{JobID: c.JobID, Op: "lease.clear", Reason: "no-lease", Status: j.Status, Generation: j.Generation,
-			Message: fmt.Sprintf("lease.clear: job %s holds no active lease", c.JobID)}
+		rej := &events.JobRejected{JobID: c.JobID, Op: "lease.clear", Reason: "no-lease", Status: j.Status,
+			Generation: j.Generation, Message: fmt.Sprintf("lease.clear: job %s holds no active lease", c.JobID)}
 		return jobRejection(env, c.RunID, rej)
 	}
 	reason := c.Reason
@@ -123,7 +130,8 @@ func (c *LeaseClear) decide(s *projections.State, env *Env) (Decision, error) {
 	}
 	ev := clearLease(s, env, c.RunID, j, reason)
 	aborted := ev.Payload.(*events.LeaseCleared).Aborted
-	return Decision{Events: []events.Event{ev}, Result: JobResult{OK: true, JobID: c.JobID, Status: j.Status, Generation: j.Generation, Aborted: aborted}}, nil
+	return Decision{Events: []events.Event{ev}, Result: JobResult{OK: true, JobID: c.JobID, Status: j.Status,
+		Generation: j.Generation, Aborted: aborted}}, nil
 }
 
 // clearLease is the lease.cleared that ends j's active lease: it revokes the
@@ -131,7 +139,8 @@ func (c *LeaseClear) decide(s *projections.State, env *Env) (Decision, error) {
 // (T18), and aborts the requests in flight.
 func clearLease(s *projections.State, env *Env, runID string, j projections.JobHeader, reason string) events.Event {
 	roots, saturated := s.RevokedRootCount(runID) // NB: not a copy of the roots of every lease cleared before
-	p := &events.LeaseCleared{JobID: j.JobID, Generation: j.Generation, RootToolCallID: j.Root, Reason: reason, Aborted: j.InFlight}
+	p := &events.LeaseCleared{JobID: j.JobID, Generation: j.Generation, RootToolCallID: j.Root, Reason: reason,
+		Aborted: j.InFlight}
 	// NB: a root revoked already is not added again (the fold), so it does not fill the set.
 	if !saturated && roots >= env.Config.JobLimits().RevokedRoots && !s.RootRevoked(runID, j.Root) {
 		p.Saturated = true
@@ -154,9 +163,11 @@ func (*JobTransition) Kind() string { return "job.transition" }
 
 func (c *JobTransition) decide(s *projections.State, env *Env) (Decision, error) {
 	switch c.To {
-	case events.JobPaused, events.JobCheckpointed, events.JobTakenOver, events.JobCancelled, events.JobHardStopped, events.JobFailed:
+	case events.JobPaused, events.JobCheckpointed, events.JobTakenOver, events.JobCancelled, events.JobHardStopped,
+		events.JobFailed:
 	default:
-		return Decision{}, badParams("job.transition: to must be paused, checkpointed, taken_over, cancelled, hard_stopped or failed")
+		return Decision{}, badParams("job.transition: to must be paused, checkpointed, taken_over, cancelled, " +
+			"hard_stopped or failed")
 	}
 	if longerThan(c.Reason, MaxIDChars) {
 		return Decision{}, badParams("job.transition: reason must be at most %d chars", MaxIDChars)
@@ -165,7 +176,8 @@ func (c *JobTransition) decide(s *projections.State, env *Env) (Decision, error)
 	if err != nil {
 		return Decision{}, err
 	}
-	rej := &events.JobRejected{JobID: c.JobID, Op: "job.transition", Status: j.Status, Generation: j.Generation, LeaseActive: j.LeaseActive}
+	rej := &events.JobRejected{JobID: c.JobID, Op: "job.transition", Status: j.Status, Generation: j.Generation,
+		LeaseActive: j.LeaseActive}
 	switch {
 	case projections.JobTerminal(j.Status):
 		rej.Reason = "job-terminal"
@@ -176,23 +188,27 @@ func (c *JobTransition) decide(s *projections.State, env *Env) (Decision, error)
 		rej.Message = fmt.Sprintf("job.transition: only a running job pauses; job %s is %s", c.JobID, j.Status)
 		return jobRejection(env, c.RunID, rej)
 	}
-	return Decision{Events: stopJob(s, env, c.RunID, j, c.To, c.Reason), Result: JobResult{OK: true, JobID: c.JobID, Status: c.To, Generation: j.Generation}}, nil
+	return Decision{Events: stopJob(s, env, c.RunID, j, c.To, c.Reason),
+		Result: JobResult{OK: true, JobID: c.JobID, Status: c.To, Generation: j.Generation}}, nil
 }
 
 // stopJob clears j's lease if active, then changes its status.
-func stopJob(s *projections.State, env *Env, runID string, j projections.JobHeader, to, reason string) []events.Event {
+func stopJob(s *projections.State, env *Env, runID string, j projections.JobHeader, to,
+	reason string) []events.Event {
 	var evs []events.Event
 	if j.LeaseActive {
 		evs = append(evs, clearLease(s, env, runID, j, to))
 	}
-	return append(evs, env.event(runID, events.TypeJobStatusChanged, &events.JobStatusChanged{JobID: j.JobID, From: j.Status, To: to, Reason: reason}))
+	return append(evs, env.event(runID, events.TypeJobStatusChanged,
+		&events.JobStatusChanged{JobID: j.JobID, From: j.Status, To: to, Reason: reason}))
 }
 
 // revalidateGrant compares the manager's current grant with job j's (T4).
 // On success it returns manifest.revalidated; on failure the failure's
 // record, then (for a call) the call's proxy.rejected, then the job's
 // hard stop.
-func revalidateGrant(s *projections.State, env *Env, runID string, j projections.JobHeader, mode, requestID string, raw json.RawMessage) (bool, []events.Event) {
+func revalidateGrant(s *projections.State, env *Env, runID string, j projections.JobHeader, mode, requestID string,
+	raw json.RawMessage) (bool, []events.Event) {
 	pg, _, _ := s.JobPage(runID, j.JobID, 0, 0) // the grant alone: none of the calls the job has seen; the run is hot
 	full := pg.Job
 	want := make([]manifestTool, len(full.Tools))
@@ -213,13 +229,16 @@ func revalidateGrant(s *projections.State, env *Env, runID string, j projections
 	evs := []events.Event{env.event(runID, events.TypeManifestRevalidationFailed, fail)}
 	if requestID != "" {
 		evs = append(evs, env.event(runID, events.TypeProxyRejected, &events.ProxyRejected{
-			JobID: j.JobID, RequestID: requestID, Reason: events.ProxyReasonRevalidationFailed, Op: events.ProxyOpRevalidate,
-			Message: fmt.Sprintf("the grant changed at tool %d (%s); the job is hard-stopped", fail.Index, fail.Cause),
-			Status:  j.Status, Generation: j.Generation, LeaseActive: j.LeaseActive, InFlight: j.InFlight, Seen: j.Seen,
+			JobID: j.JobID, RequestID: requestID, Reason: events.ProxyReasonRevalidationFailed,
+			Op: events.ProxyOpRevalidate, Message: fmt.Sprintf("the grant changed at tool %d (%s); the job is "+
+				"hard-stopped", fail.Index, fail.Cause),
+			Status: j.Status, Generation: j.Generation, LeaseActive: j.LeaseActive, InFlight: j.InFlight,
+			Seen: j.Seen,
 		}))
 		j.InFlight-- // the refused call is no longer in flight when the lease clears
 	}
-	return false, append(evs, stopJob(s, env, runID, j, events.JobHardStopped, events.ProxyReasonRevalidationFailed)...)
+	return false, append(evs, stopJob(s, env, runID, j, events.JobHardStopped,
+		events.ProxyReasonRevalidationFailed)...)
 }
 
 // LeaseReasonWorkerEnded is the reason of the lease.cleared recorded when a

@@ -37,7 +37,8 @@ func TestLeaseClearCopiesNoRevokedRoot(t *testing.T) {
 	}
 	const slack = 4 << 10
 	few, many := cost(0), cost(4000)
-	require.LessOrEqual(t, many, few+slack, "%.0f bytes allocated with 4,000 roots revoked, %.0f with none", many, few)
+	require.LessOrEqual(t, many, few+slack, "%.0f bytes allocated with 4,000 roots revoked, %.0f with none", many,
+		few)
 }
 
 // TestLeaseClearOfARevokedRootDoesNotSaturate: a lease opened again on a root the run has revoked already (a manager

@@ -31,14 +31,16 @@ func TestLeaseOpenContinueNeedsTheGrant(t *testing.T) {
 		j, _ := w.s.JobHeader("R", "J")
 		require.Equal(t, events.JobPaused, j.Status, "the job is not stopped")
 	}
-	mustDo(t, w, events.RoleOrchestrator, "", "lease.open", `{"jobId":"J","mode":"continue","rootToolCallId":"call-2","tools":`+string(jobGrant)+`}`)
+	mustDo(t, w, events.RoleOrchestrator, "", "lease.open",
+		`{"jobId":"J","mode":"continue","rootToolCallId":"call-2","tools":`+string(jobGrant)+`}`)
 	j, _ := w.s.JobHeader("R", "J")
 	require.Equal(t, events.JobRunning, j.Status)
 
 	t.Run("an empty grant", func(t *testing.T) {
 		w := workerEndWorld(t, true)
 		mustDo(t, w, events.RoleOrchestrator, "", "job.transition", `{"jobId":"J","to":"paused"}`)
-		out, err := w.when(events.RoleOrchestrator, "R", "", "lease.open", json.RawMessage(`{"jobId":"J","mode":"continue","rootToolCallId":"call-2","tools":[]}`))
+		out, err := w.when(events.RoleOrchestrator, "R", "", "lease.open",
+			json.RawMessage(`{"jobId":"J","mode":"continue","rootToolCallId":"call-2","tools":[]}`))
 		require.NoError(t, err)
 		require.NotNil(t, out.err)
 		require.Equal(t, events.ProxyReasonRevalidationFailed, out.err.Reason)

@@ -78,12 +78,14 @@ func parseManifest(raw json.RawMessage, limit int64) ([]manifestTool, int64, str
 	if int64(len(raw)) > 2*limit+1024 {
 		// The canonical form is never much smaller than compact JSON;
 		// refusing early bounds the work on a huge value.
-		return nil, int64(len(raw)), "", &manifestError{reason: reasonManifestTooLarge, index: -1, bytes: int64(len(raw)),
-			msg: fmt.Sprintf("tool manifest of %d bytes exceeds the %d-byte limit", len(raw), limit)}
+		return nil, int64(len(raw)), "", &manifestError{reason: reasonManifestTooLarge, index: -1,
+			bytes: int64(len(raw)), msg: fmt.Sprintf("tool manifest of %d bytes exceeds the %d-byte limit",
+				len(raw), limit)}
 	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil || items == nil {
-		return nil, 0, "", &manifestError{reason: reasonManifestInvalid, index: -1, msg: "tools must be an array of tool manifests"}
+		return nil, 0, "", &manifestError{reason: reasonManifestInvalid, index: -1,
+			msg: "tools must be an array of tool manifests"}
 	}
 	if len(items) > MaxJobTools {
 		return nil, 0, "", &manifestError{reason: reasonManifestInvalid, index: -1,
@@ -125,7 +127,8 @@ func parseTool(i int, item json.RawMessage) (manifestTool, []byte, *manifestErro
 		// NB: cut, since the message is recorded (job.rejected, the
 		// revalidation failure's got) and may quote a client's key or
 		// number of any length.
-		return &manifestError{reason: reason, index: i, tool: name, msg: cutMessage(fmt.Sprintf("tool %d: ", i) + fmt.Sprintf(format, args...))}
+		return &manifestError{reason: reason, index: i, tool: name,
+			msg: cutMessage(fmt.Sprintf("tool %d: ", i) + fmt.Sprintf(format, args...))}
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(item, &fields); err != nil || fields == nil {
@@ -141,14 +144,17 @@ func parseTool(i int, item json.RawMessage) (manifestTool, []byte, *manifestErro
 	case strings.TrimSpace(name) != name:
 		return manifestTool{}, nil, bad(reasonToolName, name, "name %q has surrounding whitespace", name)
 	case delegationTool(name):
-		return manifestTool{}, nil, bad(reasonDelegationTool, name, "%q is a delegation tool: a job cannot delegate", name)
+		return manifestTool{}, nil, bad(reasonDelegationTool, name,
+			"%q is a delegation tool: a job cannot delegate", name)
 	}
 	var callable string
 	if v, ok := fields["callable"]; ok && (json.Unmarshal(v, &callable) != nil || longerThan(callable, MaxIDChars)) {
-		return manifestTool{}, nil, bad(reasonManifestInvalid, name, "callable must be a string of at most %d chars", MaxIDChars)
+		return manifestTool{}, nil, bad(reasonManifestInvalid, name,
+			"callable must be a string of at most %d chars", MaxIDChars)
 	}
 	if callable == "" && name != projections.CodemodeTool {
-		return manifestTool{}, nil, bad(reasonNotCallable, name, "%q is not callable through the manager context", name)
+		return manifestTool{}, nil, bad(reasonNotCallable, name,
+			"%q is not callable through the manager context", name)
 	}
 	kept := make(map[string]json.RawMessage, len(fields))
 	for _, k := range requiredToolFields {

@@ -107,7 +107,8 @@ func (m *jobModel) fold(t *testing.T, l *eventlog.Log, from, to uint64) {
 		case *events.ManifestRevalidated:
 			j := m.job(run, p.JobID)
 			if p.Mode == events.RevalidateCall {
-				require.True(t, j.active && j.status == events.JobRunning, "a call executes only under the active lease of a running job")
+				require.True(t, j.active && j.status == events.JobRunning,
+					"a call executes only under the active lease of a running job")
 			}
 		case *events.ProxyCompleted:
 			if p.Fenced {
@@ -160,10 +161,12 @@ func (m *jobModel) checkState(t *testing.T, s *projections.State, runs []string,
 		if m.saturated[run] {
 			for _, mj := range m.jobs {
 				if mj.root != "" {
-					require.False(t, authorized(t, s, run, mj.root, "read").Allowed, "saturated: every nested call with a parent is blocked")
+					require.False(t, authorized(t, s, run, mj.root, "read").Allowed,
+						"saturated: every nested call with a parent is blocked")
 				}
 			}
-			require.False(t, authorized(t, s, run, "anything/x", "read").Allowed, "saturated: every nested call with a parent is blocked")
+			require.False(t, authorized(t, s, run, "anything/x", "read").Allowed,
+				"saturated: every nested call with a parent is blocked")
 		}
 	}
 }
@@ -211,17 +214,21 @@ func randomJobOp(rng *rand.Rand, s *projections.State, runs []string, n int) Req
 	switch rng.IntN(24) {
 	case 0:
 		id := fmt.Sprintf("J%d", len(jobs)+rng.IntN(2))
-		return orch(&JobCreate{RunID: run, JobID: id, TaskID: "02_exec", Tools: jobGrant, NonceDigest: SecretDigest("nonce-" + run + "-" + id)})
+		return orch(&JobCreate{RunID: run, JobID: id, TaskID: "02_exec", Tools: jobGrant,
+			NonceDigest: SecretDigest("nonce-" + run + "-" + id)})
 	case 1, 2:
 		mode := events.LeaseContinue
 		if j.Status == events.JobStarting || rng.IntN(5) == 0 {
 			mode = events.LeaseStart
 		}
-		return orch(&LeaseOpen{RunID: run, JobID: job, Mode: mode, RootToolCallID: fmt.Sprintf("call-%d", n), Tools: grant})
+		return orch(&LeaseOpen{RunID: run, JobID: job, Mode: mode, RootToolCallID: fmt.Sprintf("call-%d", n),
+			Tools: grant})
 	case 3:
 		return orch(&LeaseClear{RunID: run, JobID: job, Reason: "dispose"})
 	case 4:
-		return orch(&JobTransition{RunID: run, JobID: job, To: pick(events.JobPaused, events.JobPaused, events.JobPaused, events.JobCancelled, events.JobFailed, events.JobCheckpointed)})
+		return orch(&JobTransition{RunID: run, JobID: job,
+			To: pick(events.JobPaused, events.JobPaused, events.JobPaused, events.JobCancelled, events.JobFailed,
+				events.JobCheckpointed)})
 	case 5, 6:
 		return orch(&ManifestRevalidate{RunID: run, JobID: job, RequestID: endID, Tools: grant})
 	case 7:
@@ -234,16 +241,18 @@ func randomJobOp(rng *rand.Rand, s *projections.State, runs []string, n int) Req
 		return orch(&JobDisconnect{RunID: run, JobID: job})
 	case 9:
 		return Request{Principal: events.WorkerPrincipal(run, "02_exec"), Actor: worker("02_exec"),
-			Command: &ProxyCancel{RunID: run, TaskID: "02_exec", JobID: job, RequestID: endID, NonceDigest: SecretDigest(nonce)}}
+			Command: &ProxyCancel{RunID: run, TaskID: "02_exec", JobID: job, RequestID: endID,
+				NonceDigest: SecretDigest(nonce)}}
 	default:
 		args := json.RawMessage(`{"path":"a"}`)
 		if rng.IntN(6) == 0 {
 			args = json.RawMessage(`{"path":"` + strings.Repeat("a", 300) + `"}`)
 		}
-		return Request{Principal: events.WorkerPrincipal(run, "02_exec"), Actor: worker("02_exec"), Command: &ProxyRequest{
-			RunID: run, TaskID: "02_exec", JobID: job, RequestID: reqID, RequestIDChars: len(reqID), NonceDigest: SecretDigest(nonce),
-			Tool: pick("read", "read", "write", "codemode", "bash"), Args: args,
-		}}
+		return Request{Principal: events.WorkerPrincipal(run, "02_exec"), Actor: worker("02_exec"),
+			Command: &ProxyRequest{
+				RunID: run, TaskID: "02_exec", JobID: job, RequestID: reqID, RequestIDChars: len(reqID),
+				NonceDigest: SecretDigest(nonce), Tool: pick("read", "read", "write", "codemode", "bash"), Args: args,
+			}}
 	}
 }
 
@@ -265,7 +274,8 @@ func TestJobModel(t *testing.T) {
 	for _, run := range runs {
 		f.seedRun(run, 0)
 	}
-	m := &jobModel{jobs: map[string]*jobModelJob{}, executed: map[string]bool{}, delivered: map[string]bool{}, saturated: map[string]bool{}}
+	m := &jobModel{jobs: map[string]*jobModelJob{}, executed: map[string]bool{}, delivered: map[string]bool{},
+		saturated: map[string]bool{}}
 	m.fold(t, f.log, 0, f.eng.Head())
 	rng := rand.New(rand.NewPCG(16, 20))
 	// NB: the crashes draw from their own source, so the operations do not
@@ -313,8 +323,9 @@ func TestJobModel(t *testing.T) {
 	require.Equal(t, live, whole(t, full), "incremental == fold from position 1")
 	for _, want := range []string{
 		events.ProxyReasonNonce, events.ProxyReasonReplay, events.ProxyReasonRequestLimit, events.ProxyReasonNoLease,
-		events.ProxyReasonNotRunning, events.ProxyReasonNotGranted, events.ProxyReasonInFlight, events.ProxyReasonPayloadTooLarge,
-		events.ProxyReasonRevalidationFailed, events.ProxyReasonBadRequestID, "proxy.request", "proxy.complete", "lease.open",
+		events.ProxyReasonNotRunning, events.ProxyReasonNotGranted, events.ProxyReasonInFlight,
+		events.ProxyReasonPayloadTooLarge, events.ProxyReasonRevalidationFailed, events.ProxyReasonBadRequestID,
+		"proxy.request", "proxy.complete", "lease.open",
 	} {
 		require.Positive(t, reasons[want], "the model reached %s", want)
 	}

@@ -10,17 +10,19 @@ import (
 // it; job.create's nonce is minted by the broker, which sets NonceDigest.
 
 func parseJobCreate(p *paramReader, _ Caller, runID string) Command {
-	return &JobCreate{RunID: runID, JobID: p.str("jobId", true), TaskID: p.str("taskId", true), Tools: p.raw("tools", true)}
+	return &JobCreate{RunID: runID, JobID: p.str("jobId", true), TaskID: p.str("taskId", true),
+		Tools: p.raw("tools", true)}
 }
 
 func parseJobTransition(p *paramReader, _ Caller, runID string) Command {
-	return &JobTransition{RunID: runID, JobID: p.str("jobId", true), To: p.str("to", true), Reason: p.str("reason", false)}
+	return &JobTransition{RunID: runID, JobID: p.str("jobId", true), To: p.str("to", true),
+		Reason: p.str("reason", false)}
 }
 
 func parseLeaseOpen(p *paramReader, _ Caller, runID string) Command {
 	return &LeaseOpen{
-		RunID: runID, JobID: p.str("jobId", true), Mode: p.str("mode", true), RootToolCallID: p.str("rootToolCallId", true),
-		Tools: p.raw("tools", false),
+		RunID: runID, JobID: p.str("jobId", true), Mode: p.str("mode", true),
+		RootToolCallID: p.str("rootToolCallId", true), Tools: p.raw("tools", false),
 	}
 }
 
@@ -29,7 +31,8 @@ func parseLeaseClear(p *paramReader, _ Caller, runID string) Command {
 }
 
 func parseManifestRevalidate(p *paramReader, _ Caller, runID string) Command {
-	return &ManifestRevalidate{RunID: runID, JobID: p.str("jobId", true), RequestID: p.str("requestId", true), Tools: p.raw("tools", true)}
+	return &ManifestRevalidate{RunID: runID, JobID: p.str("jobId", true), RequestID: p.str("requestId", true),
+		Tools: p.raw("tools", true)}
 }
 
 func parseProxyComplete(p *paramReader, _ Caller, runID string) Command {
@@ -48,7 +51,8 @@ func parseJobRootsReset(_ *paramReader, _ Caller, runID string) Command {
 }
 
 func parseProxyRequest(p *paramReader, c Caller, runID string) Command {
-	cmd := &ProxyRequest{RunID: runID, TaskID: c.TaskID, JobID: p.str("jobId", true), NonceDigest: p.nonce(), Tool: p.str("tool", true)}
+	cmd := &ProxyRequest{RunID: runID, TaskID: c.TaskID, JobID: p.str("jobId", true), NonceDigest: p.nonce(),
+		Tool: p.str("tool", true)}
 	cmd.RequestID, cmd.RequestIDChars = p.requestID()
 	cmd.Args = p.raw("args", false)
 	if cmd.Args == nil {
@@ -58,7 +62,8 @@ func parseProxyRequest(p *paramReader, c Caller, runID string) Command {
 }
 
 func parseProxyCancel(p *paramReader, c Caller, runID string) Command {
-	return &ProxyCancel{RunID: runID, TaskID: c.TaskID, JobID: p.str("jobId", true), RequestID: p.str("requestId", true), NonceDigest: p.nonce()}
+	return &ProxyCancel{RunID: runID, TaskID: c.TaskID, JobID: p.str("jobId", true),
+		RequestID: p.str("requestId", true), NonceDigest: p.nonce()}
 }
 
 // raw reads any JSON value as given, compacted: the value is part of the request a retry is told by, and a retry

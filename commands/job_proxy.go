@@ -52,7 +52,8 @@ type ProxyAnswer struct {
 // proxyRejection records p (with the job's counters) and answers it
 // policy-denied with p's reason.
 func proxyRejection(env *Env, runID string, j projections.JobHeader, p *events.ProxyRejected) (Decision, error) {
-	p.JobID, p.Status, p.Generation, p.LeaseActive, p.InFlight, p.Seen = j.JobID, j.Status, j.Generation, j.LeaseActive, j.InFlight, j.Seen
+	p.JobID, p.Status, p.Generation, p.LeaseActive, p.InFlight, p.Seen = j.JobID, j.Status, j.Generation,
+		j.LeaseActive, j.InFlight, j.Seen
 	ev := env.event(runID, events.TypeProxyRejected, p)
 	return Decision{Events: []events.Event{ev}}, reject(CodePolicyDenied, p.Reason, "%s", p.Message)
 }
@@ -139,7 +140,8 @@ func (c *ProxyRequest) decide(s *projections.State, env *Env) (Decision, error) 
 		Args: args, ArgsBytes: int64(len(args)),
 	})
 	return Decision{Events: []events.Event{ev}, Result: ProxyAnswer{
-		OK: true, JobID: c.JobID, RequestID: c.RequestID, Generation: j.Generation, State: projections.ProxyAdmitted, Mutating: !readOnly,
+		OK: true, JobID: c.JobID, RequestID: c.RequestID, Generation: j.Generation, State: projections.ProxyAdmitted,
+		Mutating: !readOnly,
 	}}, nil
 }
 
@@ -166,14 +168,17 @@ func (c *ManifestRevalidate) decide(s *projections.State, env *Env) (Decision, e
 	}
 	q, ok := s.ProxyRequestOf(c.RunID, c.JobID, c.RequestID)
 	if !ok || q.State != projections.ProxyAdmitted || !j.LeaseActive || q.Generation != j.Generation {
-		return Decision{}, badParams("manifest.revalidate: request %q of job %s is not admitted under the current lease", c.RequestID, c.JobID)
+		return Decision{}, badParams("manifest.revalidate: request %q of job %s is not admitted under the "+
+			"current lease", c.RequestID, c.JobID)
 	}
 	okay, evs := revalidateGrant(s, env, c.RunID, j, events.RevalidateCall, c.RequestID, c.Tools)
 	if !okay {
 		return Decision{Events: evs}, reject(CodePolicyDenied, events.ProxyReasonRevalidationFailed,
-			"manifest.revalidate: the grant of job %s changed; request %s is refused and the job hard-stopped", c.JobID, c.RequestID)
+			"manifest.revalidate: the grant of job %s changed; request %s is refused and the job hard-stopped",
+			c.JobID, c.RequestID)
 	}
-	return Decision{Events: evs, Result: ProxyAnswer{OK: true, JobID: c.JobID, RequestID: c.RequestID, Generation: j.Generation, State: projections.ProxyExecuting}}, nil
+	return Decision{Events: evs, Result: ProxyAnswer{OK: true, JobID: c.JobID, RequestID: c.RequestID,
+		Generation: j.Generation, State: projections.ProxyExecuting}}, nil
 }
 
 // ProxyComplete is the manager's result of an executing call. It is
@@ -214,18 +219,21 @@ func (c *ProxyComplete) decide(s *projections.State, env *Env) (Decision, error)
 		// was. Recording a second completion as fenced would mark the call
 		// fenced beside the result it delivered (proxy.result), and tell a
 		// manager retrying without a commandId that its result was lost.
-		return Decision{}, badParams("proxy.complete: request %q of job %s is already completed; its result was delivered", c.RequestID, c.JobID)
+		return Decision{}, badParams("proxy.complete: request %q of job %s is already completed; its result was "+
+			"delivered", c.RequestID, c.JobID)
 	}
 	current := currentCall(j, q)
 	if current && q.State != projections.ProxyExecuting {
-		return Decision{}, badParams("proxy.complete: request %q was not revalidated (manifest.revalidate) before it executed", c.RequestID)
+		return Decision{}, badParams("proxy.complete: request %q was not revalidated (manifest.revalidate) before "+
+			"it executed", c.RequestID)
 	}
 	size, lim := int64(len(c.Result)), env.Config.JobLimits().PayloadBytes
 	if size > lim {
 		payloadTooLarge(rej, resultTooLarge, size, lim)
 		return proxyRejection(env, c.RunID, j, rej)
 	}
-	p := &events.ProxyCompleted{JobID: c.JobID, RequestID: c.RequestID, Generation: q.Generation, CurrentGeneration: j.Generation, ResultBytes: size}
+	p := &events.ProxyCompleted{JobID: c.JobID, RequestID: c.RequestID, Generation: q.Generation,
+		CurrentGeneration: j.Generation, ResultBytes: size}
 	if !current {
 		p.Fenced = true // recorded, never delivered: the result is not kept
 	} else {
@@ -266,7 +274,8 @@ func (c *ProxyComplete) windsDown(s *projections.State) bool {
 		return true // refused, nothing recorded
 	}
 	q, ok := s.ProxyRequestOf(c.RunID, c.JobID, c.RequestID)
-	return !ok || q.State == projections.ProxyCompleted || currentCall(j, q) // refused, nothing recorded; or delivered
+	// refused, nothing recorded; or delivered
+	return !ok || q.State == projections.ProxyCompleted || currentCall(j, q)
 }
 
 // ProxyCancel is the worker's cancel of one of its calls (T16): honoured
@@ -297,17 +306,22 @@ func (c *ProxyCancel) decide(s *projections.State, env *Env) (Decision, error) {
 	case !sameNonce(j, c.NonceDigest):
 		rej.Reason, rej.Message = events.ProxyReasonNonce, "proxy nonce mismatch"
 	case !known || !q.Live():
-		rej.Reason, rej.Message = events.ProxyReasonBadRequestID, fmt.Sprintf("request %q is not a live request of job %s", rej.RequestID, c.JobID)
+		rej.Reason, rej.Message = events.ProxyReasonBadRequestID, fmt.Sprintf("request %q is not a live request "+
+			"of job %s", rej.RequestID, c.JobID)
 	case j.Status != events.JobRunning:
-		rej.Reason, rej.Message = events.ProxyReasonNotRunning, fmt.Sprintf("job %s is %s, not running", c.JobID, j.Status)
+		rej.Reason, rej.Message = events.ProxyReasonNotRunning,
+			fmt.Sprintf("job %s is %s, not running", c.JobID, j.Status)
 	case !j.LeaseActive || q.Generation != j.Generation:
-		rej.Reason, rej.Message = events.ProxyReasonNoLease, fmt.Sprintf("request %q belongs to lease %d, not the current one", c.RequestID, q.Generation)
+		rej.Reason, rej.Message = events.ProxyReasonNoLease, fmt.Sprintf("request %q belongs to lease %d, not the "+
+			"current one", c.RequestID, q.Generation)
 	}
 	if rej.Reason != "" {
 		return proxyRejection(env, c.RunID, j, rej)
 	}
-	ev := env.event(c.RunID, events.TypeProxyCancelled, &events.ProxyCancelled{JobID: c.JobID, RequestID: c.RequestID, Generation: q.Generation, By: "worker"})
-	return Decision{Events: []events.Event{ev}, Result: ProxyAnswer{OK: true, JobID: c.JobID, RequestID: c.RequestID, Generation: q.Generation, State: projections.ProxyCancelled}}, nil
+	ev := env.event(c.RunID, events.TypeProxyCancelled,
+		&events.ProxyCancelled{JobID: c.JobID, RequestID: c.RequestID, Generation: q.Generation, By: "worker"})
+	return Decision{Events: []events.Event{ev}, Result: ProxyAnswer{OK: true, JobID: c.JobID, RequestID: c.RequestID,
+		Generation: q.Generation, State: projections.ProxyCancelled}}, nil
 }
 
 // JobDisconnect records that the worker's IPC went away: every pending
@@ -329,9 +343,11 @@ func (c *JobDisconnect) decide(s *projections.State, env *Env) (Decision, error)
 	var evs []events.Event
 	for _, id := range s.LiveRequests(c.RunID, c.JobID) {
 		q, _ := s.ProxyRequestOf(c.RunID, c.JobID, id)
-		evs = append(evs, env.event(c.RunID, events.TypeProxyCancelled, &events.ProxyCancelled{JobID: c.JobID, RequestID: id, Generation: q.Generation, By: "disconnect"}))
+		evs = append(evs, env.event(c.RunID, events.TypeProxyCancelled,
+			&events.ProxyCancelled{JobID: c.JobID, RequestID: id, Generation: q.Generation, By: "disconnect"}))
 	}
-	return Decision{Events: evs, Result: JobResult{OK: true, JobID: c.JobID, Status: j.Status, Generation: j.Generation, Cancelled: len(evs)}}, nil
+	return Decision{Events: evs, Result: JobResult{OK: true, JobID: c.JobID, Status: j.Status,
+		Generation: j.Generation, Cancelled: len(evs)}}, nil
 }
 
 // The messages of a T14 refusal (payload-too-large).

@@ -20,7 +20,8 @@ func TestRevalidationCopiesNoCall(t *testing.T) {
 		for i := range calls {
 			id := fmt.Sprintf("old-%05d", i)
 			for _, p := range []any{
-				&events.ProxyRequested{JobID: "J", RequestID: id, Generation: 1, Tool: "read", Args: "{}", ArgsBytes: 2},
+				&events.ProxyRequested{JobID: "J", RequestID: id, Generation: 1, Tool: "read", Args: "{}",
+					ArgsBytes: 2},
 				&events.ProxyCompleted{JobID: "J", RequestID: id, Generation: 1, CurrentGeneration: 1},
 			} {
 				typ, ok := events.TypeOf(p)

@@ -22,8 +22,10 @@ func workerEndWorld(t *testing.T, started bool, config ...string) *scenarioWorld
 	given := func(typ, payload string) { require.NoError(t, w.given(typ, "R", payload)) }
 	given(events.TypeRunCreated, `{"team":"t","goal":"g","cwd":"/w"}`)
 	given(events.TypeRunRunning, `{}`)
-	given(events.TypeTaskCreated, `{"taskId":"W","role":"engineer","agent":"engineer","title":"job worker","cwd":"/w","dependsOn":[]}`)
-	given(events.TypeTaskCreated, `{"taskId":"X","role":"engineer","agent":"engineer","title":"other","cwd":"/w","dependsOn":[]}`)
+	given(events.TypeTaskCreated,
+		`{"taskId":"W","role":"engineer","agent":"engineer","title":"job worker","cwd":"/w","dependsOn":[]}`)
+	given(events.TypeTaskCreated,
+		`{"taskId":"X","role":"engineer","agent":"engineer","title":"other","cwd":"/w","dependsOn":[]}`)
 	given(events.TypeTaskStarted, `{"taskId":"X"}`)
 	if started {
 		given(events.TypeTaskStarted, `{"taskId":"W"}`)
@@ -32,9 +34,12 @@ func workerEndWorld(t *testing.T, started bool, config ...string) *scenarioWorld
 	mustDo(t, w, events.RoleOrchestrator, "", "credential.issue", `{"taskId":"X"}`)
 	mustDo(t, w, events.RoleOrchestrator, "", "job.create", `{"jobId":"J","taskId":"W","tools":`+string(jobGrant)+`}`)
 	mustDo(t, w, events.RoleOrchestrator, "", "lease.open", `{"jobId":"J","mode":"start","rootToolCallId":"call-1"}`)
-	mustDo(t, w, events.RoleWorker, "W", "proxy.request", `{"jobId":"J","requestId":"r1","nonce":"secret-3","tool":"write","args":{}}`)
-	mustDo(t, w, events.RoleOrchestrator, "", "manifest.revalidate", `{"jobId":"J","requestId":"r1","tools":`+string(jobGrant)+`}`)
-	mustDo(t, w, events.RoleWorker, "W", "proxy.request", `{"jobId":"J","requestId":"r2","nonce":"secret-3","tool":"read","args":{}}`)
+	mustDo(t, w, events.RoleWorker, "W", "proxy.request",
+		`{"jobId":"J","requestId":"r1","nonce":"secret-3","tool":"write","args":{}}`)
+	mustDo(t, w, events.RoleOrchestrator, "", "manifest.revalidate",
+		`{"jobId":"J","requestId":"r1","tools":`+string(jobGrant)+`}`)
+	mustDo(t, w, events.RoleWorker, "W", "proxy.request",
+		`{"jobId":"J","requestId":"r2","nonce":"secret-3","tool":"read","args":{}}`)
 	j, _ := w.s.JobHeader("R", "J")
 	require.True(t, j.LeaseActive)
 	require.Equal(t, 2, j.InFlight)
@@ -67,13 +72,18 @@ func TestWorkerEndClearsLease(t *testing.T) {
 		openRefusal string
 	}{
 		{"task completed", true, "task.transition", `{"taskId":"W","to":"completed"}`, LeaseReasonWorkerEnded},
-		{"task failed", true, "task.transition", `{"taskId":"W","to":"failed","error":"boom"}`, LeaseReasonWorkerEnded},
-		{"task needs attention", true, "task.transition", `{"taskId":"W","to":"needs_attention","error":"stuck"}`, LeaseReasonWorkerEnded},
-		{"task cancelled", true, "task.transition", `{"taskId":"W","to":"cancelled","reason":"stop"}`, LeaseReasonWorkerEnded},
-		{"task skipped", false, "task.transition", `{"taskId":"W","to":"skipped","reason":"not needed"}`, LeaseReasonWorkerEnded},
+		{"task failed", true, "task.transition", `{"taskId":"W","to":"failed","error":"boom"}`,
+			LeaseReasonWorkerEnded},
+		{"task needs attention", true, "task.transition", `{"taskId":"W","to":"needs_attention","error":"stuck"}`,
+			LeaseReasonWorkerEnded},
+		{"task cancelled", true, "task.transition", `{"taskId":"W","to":"cancelled","reason":"stop"}`,
+			LeaseReasonWorkerEnded},
+		{"task skipped", false, "task.transition", `{"taskId":"W","to":"skipped","reason":"not needed"}`,
+			LeaseReasonWorkerEnded},
 		{"run cancelled", true, "run.transition", `{"to":"cancelled"}`, "run-terminal"},
 		{"run failed", true, "run.transition", `{"to":"failed"}`, "run-terminal"},
-		{"credential revoked", true, "credential.revoke", `{"taskId":"W","reason":"compromised"}`, LeaseReasonWorkerEnded},
+		{"credential revoked", true, "credential.revoke", `{"taskId":"W","reason":"compromised"}`,
+			LeaseReasonWorkerEnded},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -90,14 +100,17 @@ func TestWorkerEndClearsLease(t *testing.T) {
 			require.Equal(t, []string{"call-1"}, w.s.RevokedRootsOf("R").Roots)
 
 			// No call of the lease is revalidated or executed.
-			out, err := w.when(events.RoleOrchestrator, "R", "", "manifest.revalidate", json.RawMessage(`{"jobId":"J","requestId":"r2","tools":`+string(jobGrant)+`}`))
+			out, err := w.when(events.RoleOrchestrator, "R", "", "manifest.revalidate",
+				json.RawMessage(`{"jobId":"J","requestId":"r2","tools":`+string(jobGrant)+`}`))
 			require.NoError(t, err)
 			require.NotNil(t, out.err, "r2 is not revalidated")
 			require.Equal(t, CodeBadParams, out.err.Code)
 			require.Empty(t, out.events)
-			out = mustDo(t, w, events.RoleOrchestrator, "", "proxy.complete", `{"jobId":"J","requestId":"r1","nonce":"secret-3","result":{"content":[]}}`)
+			out = mustDo(t, w, events.RoleOrchestrator, "", "proxy.complete",
+				`{"jobId":"J","requestId":"r1","nonce":"secret-3","result":{"content":[]}}`)
 			require.Len(t, out.events, 1)
-			require.True(t, out.events[0].Payload.(*events.ProxyCompleted).Fenced, "r1's result is fenced, never delivered")
+			require.True(t, out.events[0].Payload.(*events.ProxyCompleted).Fenced,
+				"r1's result is fenced, never delivered")
 			q, _ := w.s.ProxyRequestOf("R", "J", "r1")
 			require.Equal(t, projections.ProxyAborted, q.State)
 			require.Zero(t, q.ResultPosition)
@@ -111,7 +124,9 @@ func TestWorkerEndClearsLease(t *testing.T) {
 
 			// And no lease is opened for the ended worker.
 			mustDo(t, w, events.RoleOrchestrator, "", "job.transition", `{"jobId":"J","to":"paused"}`)
-			out, err = w.when(events.RoleOrchestrator, "R", "", "lease.open", json.RawMessage(`{"jobId":"J","mode":"continue","rootToolCallId":"call-2","tools":`+string(jobGrant)+`}`))
+			out, err = w.when(events.RoleOrchestrator, "R", "", "lease.open",
+				json.RawMessage(`{"jobId":"J","mode":"continue","rootToolCallId":"call-2","tools":`+
+					string(jobGrant)+`}`))
 			require.NoError(t, err)
 			require.NotNil(t, out.err, "a lease for an ended worker")
 			require.Equal(t, tc.openRefusal, out.err.Reason)
@@ -127,12 +142,14 @@ func TestWorkerEndClearsLease(t *testing.T) {
 					require.Nil(t, cleared, "the lease is cleared once")
 					require.Positive(t, i, "the clearing follows the event that ended the worker")
 					_, _, ok := EndedWorker(ended[i-1])
-					require.True(t, ok, "the clearing follows the event that ended the worker, not %s", ended[i-1].Type)
+					require.True(t, ok, "the clearing follows the event that ended the worker, not %s",
+						ended[i-1].Type)
 					cleared = p
 				}
 			}
 			require.NotNil(t, cleared, "%s clears the lease of its worker's job", tc.name)
-			require.Equal(t, events.LeaseCleared{JobID: "J", Generation: 1, RootToolCallID: "call-1", Reason: LeaseReasonWorkerEnded, Aborted: 2}, *cleared)
+			require.Equal(t, events.LeaseCleared{JobID: "J", Generation: 1, RootToolCallID: "call-1",
+				Reason: LeaseReasonWorkerEnded, Aborted: 2}, *cleared)
 
 			require.NoError(t, w.checkInvariants())
 			require.NoError(t, w.rebuild(0))
@@ -144,12 +161,16 @@ func TestWorkerEndClearsLease(t *testing.T) {
 		// saturates, and every nested call is blocked until job.roots_reset.
 		w := workerEndWorld(t, true, "revokedRootLimit=1")
 		mustDo(t, w, events.RoleOrchestrator, "", "job.transition", `{"jobId":"J","to":"paused"}`)
-		mustDo(t, w, events.RoleOrchestrator, "", "lease.open", `{"jobId":"J","mode":"continue","rootToolCallId":"call-2","tools":`+string(jobGrant)+`}`)
-		mustDo(t, w, events.RoleWorker, "W", "proxy.request", `{"jobId":"J","requestId":"r3","nonce":"secret-3","tool":"read","args":{}}`)
+		mustDo(t, w, events.RoleOrchestrator, "", "lease.open",
+			`{"jobId":"J","mode":"continue","rootToolCallId":"call-2","tools":`+string(jobGrant)+`}`)
+		mustDo(t, w, events.RoleWorker, "W", "proxy.request",
+			`{"jobId":"J","requestId":"r3","nonce":"secret-3","tool":"read","args":{}}`)
 		require.Equal(t, []string{"call-1"}, w.s.RevokedRootsOf("R").Roots)
-		ended := mustDo(t, w, events.RoleOrchestrator, "", "task.transition", `{"taskId":"W","to":"completed"}`).events
+		ended := mustDo(t, w, events.RoleOrchestrator, "", "task.transition",
+			`{"taskId":"W","to":"completed"}`).events
 		require.Len(t, ended, 2)
-		require.Equal(t, &events.LeaseCleared{JobID: "J", Generation: 2, RootToolCallID: "call-2", Reason: LeaseReasonWorkerEnded, Aborted: 1, Saturated: true}, ended[1].Payload)
+		require.Equal(t, &events.LeaseCleared{JobID: "J", Generation: 2, RootToolCallID: "call-2",
+			Reason: LeaseReasonWorkerEnded, Aborted: 1, Saturated: true}, ended[1].Payload)
 		j, _ := w.s.JobHeader("R", "J")
 		require.False(t, j.LeaseActive)
 		require.Zero(t, j.InFlight)
@@ -170,7 +191,8 @@ func TestWorkerEndClearsLease(t *testing.T) {
 		require.True(t, j.LeaseActive)
 		require.Equal(t, 2, j.InFlight)
 		require.True(t, authorized(t, w.s, "R", "call-1/c", "write").Allowed)
-		mustDo(t, w, events.RoleOrchestrator, "", "manifest.revalidate", `{"jobId":"J","requestId":"r2","tools":`+string(jobGrant)+`}`)
+		mustDo(t, w, events.RoleOrchestrator, "", "manifest.revalidate",
+			`{"jobId":"J","requestId":"r2","tools":`+string(jobGrant)+`}`)
 	})
 
 	t.Run("a worker whose credential is issued again", func(t *testing.T) {
@@ -198,7 +220,8 @@ func TestJobCreateRefusesAnEndedWorker(t *testing.T) {
 			w := workerEndWorld(t, true)
 			mustDo(t, w, events.RoleOrchestrator, "", "job.transition", `{"jobId":"J","to":"cancelled"}`)
 			mustDo(t, w, events.RoleOrchestrator, "", tc.method, tc.params)
-			out, err := w.when(events.RoleOrchestrator, "R", "", "job.create", json.RawMessage(`{"jobId":"K","taskId":"X","tools":`+string(jobGrant)+`}`))
+			out, err := w.when(events.RoleOrchestrator, "R", "", "job.create",
+				json.RawMessage(`{"jobId":"K","taskId":"X","tools":`+string(jobGrant)+`}`))
 			require.NoError(t, err)
 			require.NotNil(t, out.err, "a job for an ended worker")
 			require.Equal(t, CodePolicyDenied, out.err.Code)
@@ -206,7 +229,8 @@ func TestJobCreateRefusesAnEndedWorker(t *testing.T) {
 			require.Len(t, out.events, 1)
 			p, ok := out.events[0].Payload.(*events.JobRejected)
 			require.True(t, ok, "the refusal is recorded")
-			require.Equal(t, events.JobRejected{JobID: "K", Op: "create", Reason: LeaseReasonWorkerEnded, Message: out.err.Message}, *p)
+			require.Equal(t, events.JobRejected{JobID: "K", Op: "create", Reason: LeaseReasonWorkerEnded,
+				Message: out.err.Message}, *p)
 			_, exists := w.s.JobHeader("R", "K")
 			require.False(t, exists)
 			require.NoError(t, w.rebuild(0))
@@ -216,7 +240,8 @@ func TestJobCreateRefusesAnEndedWorker(t *testing.T) {
 	t.Run("a live worker", func(t *testing.T) {
 		w := workerEndWorld(t, true)
 		mustDo(t, w, events.RoleOrchestrator, "", "job.transition", `{"jobId":"J","to":"cancelled"}`)
-		mustDo(t, w, events.RoleOrchestrator, "", "job.create", `{"jobId":"K","taskId":"X","tools":`+string(jobGrant)+`}`)
+		mustDo(t, w, events.RoleOrchestrator, "", "job.create",
+			`{"jobId":"K","taskId":"X","tools":`+string(jobGrant)+`}`)
 		_, exists := w.s.JobHeader("R", "K")
 		require.True(t, exists)
 	})
@@ -250,13 +275,16 @@ func TestRetryClearsTheAttemptsLease(t *testing.T) {
 			require.False(t, j.LeaseActive)
 			require.Zero(t, j.InFlight)
 			require.Equal(t, projections.AuthRevokedRoot, authorized(t, w.s, "R", "call-1/c", "write").Reason)
-			out := mustDo(t, w, events.RoleOrchestrator, "", "proxy.complete", `{"jobId":"J","requestId":"r1","nonce":"secret-3","result":{"content":[]}}`)
-			require.True(t, out.events[0].Payload.(*events.ProxyCompleted).Fenced, "the ended attempt's call is fenced")
+			out := mustDo(t, w, events.RoleOrchestrator, "", "proxy.complete",
+				`{"jobId":"J","requestId":"r1","nonce":"secret-3","result":{"content":[]}}`)
+			require.True(t, out.events[0].Payload.(*events.ProxyCompleted).Fenced,
+				"the ended attempt's call is fenced")
 
 			// The new attempt is a live worker: the manager may continue the job with it, under a new lease.
 			mustDo(t, w, events.RoleOrchestrator, "", "task.transition", `{"taskId":"W","to":"running"}`)
 			mustDo(t, w, events.RoleOrchestrator, "", "job.transition", `{"jobId":"J","to":"paused"}`)
-			mustDo(t, w, events.RoleOrchestrator, "", "lease.open", `{"jobId":"J","mode":"continue","rootToolCallId":"call-2","tools":`+string(jobGrant)+`}`)
+			mustDo(t, w, events.RoleOrchestrator, "", "lease.open",
+				`{"jobId":"J","mode":"continue","rootToolCallId":"call-2","tools":`+string(jobGrant)+`}`)
 			require.NoError(t, w.checkInvariants())
 			require.NoError(t, w.rebuild(0))
 		})

@@ -13,8 +13,8 @@ import (
 // and one char more would not fit (but for the control characters it counts as six bytes); jsonBytes is the bytes
 // the whole string takes so.
 func TestJSONPrefixIsWhatFits(t *testing.T) {
-	for _, s := range []string{"plain text", `"quoted" \ back`, "<a> & <b>", "\u2028\u2029x", "é😀日本", "\x01\x1f\x7f",
-		"\xff\xfe invalid", "\uFFFD real", "tab\tnl\ncr\r"} {
+	for _, s := range []string{"plain text", `"quoted" \ back`, "<a> & <b>", "\u2028\u2029x", "é😀日本",
+		"\x01\x1f\x7f", "\xff\xfe invalid", "\uFFFD real", "tab\tnl\ncr\r"} {
 		require.Equal(t, s, JSONPrefix(s, jsonBytes(s)), "%q", s)
 		require.NotEqual(t, s, JSONPrefix(s, jsonBytes(s)-1), "%q", s)
 		if !strings.ContainsAny(s, "\x01\x1f") {

@@ -42,7 +42,8 @@ type lingerScene struct {
 func openLingerScene(t *testing.T, committer func(*eventlog.Log) Committer, ownTimer bool) *lingerScene {
 	p := openPipe(t, vfs.NewMem(), committer)
 	p.seedRunAs("S")
-	sc := &lingerScene{p: p, adm: events.AdminPrincipal(), lingering: make(chan struct{}), end: make(chan time.Time, 1), ownTimer: ownTimer}
+	sc := &lingerScene{p: p, adm: events.AdminPrincipal(), lingering: make(chan struct{}),
+		end: make(chan time.Time, 1), ownTimer: ownTimer}
 	var (
 		cDecided, bDecided = make(chan struct{}), make(chan struct{})
 		zSyncing, aHanded  = make(chan struct{}), make(chan struct{})

@@ -125,7 +125,8 @@ func TestDecisionsWalkOnlyTheLiveTasks(t *testing.T) {
 	cost := func(ended int) map[string]float64 {
 		w := newScenarioWorld(t)
 		require.NoError(t, w.config([]string{"quotaEvents=0", "quotaBytes=0", "nestingEnabled=true", "maxSlots=4"}))
-		require.NoError(t, w.given(events.TypeRunCreated, "R", `{"team":"t","goal":"g","cwd":"/w","budgetTotal":100}`))
+		require.NoError(t, w.given(events.TypeRunCreated, "R",
+			`{"team":"t","goal":"g","cwd":"/w","budgetTotal":100}`))
 		require.NoError(t, w.given(events.TypeRunRunning, "R", `{}`))
 		s := w.s
 		for i := range ended {
@@ -155,8 +156,8 @@ func TestDecisionsWalkOnlyTheLiveTasks(t *testing.T) {
 	few, many := cost(0), cost(20_000)
 	for name := range decisions {
 		t.Run(name, func(t *testing.T) {
-			require.LessOrEqual(t, many[name], few[name]+slack, "%.0f bytes allocated with 20,000 ended tasks, %.0f with none",
-				many[name], few[name])
+			require.LessOrEqual(t, many[name], few[name]+slack,
+				"%.0f bytes allocated with 20,000 ended tasks, %.0f with none", many[name], few[name])
 		})
 	}
 }

@@ -208,7 +208,8 @@ func (c *MessageSend) recipients(s *projections.State) ([]recipient, error) {
 			})
 		case to == ToAll || to == ToGroup:
 			if worker {
-				return nil, reject(CodeForbidden, "forbidden", "msg.send: a worker may send only to parent, group or a task of its run")
+				return nil, reject(CodeForbidden, "forbidden",
+					"msg.send: a worker may send only to parent, group or a task of its run")
 			}
 			return nil, badParams("msg.send: %q is for workers; the orchestrator names tasks or \"all\"", to)
 		default:
@@ -366,7 +367,8 @@ func (c *MailboxAck) decide(s *projections.State, env *Env) (Decision, error) {
 // markMessages moves the named messages of recipient's mailbox forward to
 // st. Every id must name a message of that mailbox; otherwise nothing is
 // recorded, so a caller cannot touch another task's mailbox.
-func markMessages(s *projections.State, env *Env, method, runID, rcpt string, ids []string, st projections.MessageStatus) (Decision, error) {
+func markMessages(s *projections.State, env *Env, method, runID, rcpt string, ids []string,
+	st projections.MessageStatus) (Decision, error) {
 	if len(ids) == 0 || len(ids) > MaxMessageIDs {
 		return Decision{}, badParams("%s: messageIds must list 1..%d ids", method, MaxMessageIDs)
 	}
@@ -379,7 +381,8 @@ func markMessages(s *projections.State, env *Env, method, runID, rcpt string, id
 	for _, id := range ids {
 		m, ok := s.Message(runID, id)
 		if !ok || m.To != rcpt {
-			return Decision{}, badParams("%s: message %q is not in mailbox %q of run %q", method, id, mailboxName(rcpt), runID)
+			return Decision{}, badParams("%s: message %q is not in mailbox %q of run %q", method, id,
+				mailboxName(rcpt), runID)
 		}
 		if seen[id] {
 			continue
@@ -387,9 +390,11 @@ func markMessages(s *projections.State, env *Env, method, runID, rcpt string, id
 		seen[id] = true
 		switch {
 		case st == projections.MessageDelivered && m.Status == projections.MessageQueued:
-			evs = append(evs, env.event(runID, events.TypeMailboxDelivered, &events.MailboxDelivered{MessageID: id, Recipient: rcpt}))
+			evs = append(evs, env.event(runID, events.TypeMailboxDelivered,
+				&events.MailboxDelivered{MessageID: id, Recipient: rcpt}))
 		case st == projections.MessageAcknowledged && m.Status != projections.MessageAcknowledged:
-			evs = append(evs, env.event(runID, events.TypeMailboxAcknowledged, &events.MailboxAcknowledged{MessageID: id, Recipient: rcpt}))
+			evs = append(evs, env.event(runID, events.TypeMailboxAcknowledged,
+				&events.MailboxAcknowledged{MessageID: id, Recipient: rcpt}))
 		default:
 			continue
 		}

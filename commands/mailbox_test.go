@@ -37,29 +37,34 @@ func TestMessageSend(t *testing.T) {
 		{"orchestrator to one task", MessageSend{To: []string{"03_test"}, Body: "hi"},
 			[]fxE{fxAppended(id+"_03_test", "03_test", "orchestrator", "message", "normal", "hi")}},
 		{"orchestrator to a list, duplicates once, kind and priority kept",
-			MessageSend{To: []string{"03_test", "gc-a", "03_test", "parent"}, Body: "b", MessageKind: "follow-up", Priority: "urgent"},
+			MessageSend{To: []string{"03_test", "gc-a", "03_test", "parent"}, Body: "b", MessageKind: "follow-up",
+				Priority: "urgent"},
 			[]fxE{
 				fxAppended(id+"_03_test", "03_test", "orchestrator", "follow-up", "urgent", "b"),
 				fxAppended(id+"_gc-a", "gc-a", "orchestrator", "follow-up", "urgent", "b"),
 				fxAppended(id+"_parent", events.RunInbox, "orchestrator", "follow-up", "urgent", "b"),
 			}},
-		{"orchestrator to all: every workflow task, finished ones included", MessageSend{To: []string{"all"}, Body: "b", MessageKind: "group_join"},
-			[]fxE{
+		{"orchestrator to all: every workflow task, finished ones included",
+			MessageSend{To: []string{"all"}, Body: "b", MessageKind: "group_join"}, []fxE{
 				fxAppended(id+"_02_exec", "02_exec", "orchestrator", "group_join", "normal", "b"),
 				fxAppended(id+"_03_test", "03_test", "orchestrator", "group_join", "normal", "b"),
 				fxAppended(id+"_04_docs", "04_docs", "orchestrator", "group_join", "normal", "b"),
 				fxAppended(id+"_01_plan", "01_plan", "orchestrator", "group_join", "normal", "b"),
 			}},
-		{"worker to parent: the run inbox, from its task", MessageSend{FromTask: "03_test", To: []string{"parent"}, Body: "done", MessageKind: "notify"},
+		{"worker to parent: the run inbox, from its task",
+			MessageSend{FromTask: "03_test", To: []string{"parent"}, Body: "done", MessageKind: "notify"},
 			[]fxE{fxAppended(id+"_parent", events.RunInbox, "03_test", "notify", "normal", "done")}},
-		{"worker to group: the other live workflow tasks", MessageSend{FromTask: "03_test", To: []string{"group"}, Body: "b", Priority: "low"},
-			[]fxE{
+		{"worker to group: the other live workflow tasks",
+			MessageSend{FromTask: "03_test", To: []string{"group"}, Body: "b", Priority: "low"}, []fxE{
 				fxAppended(id+"_02_exec", "02_exec", "03_test", "message", "low", "b"),
 				fxAppended(id+"_04_docs", "04_docs", "03_test", "message", "low", "b"),
 			}},
-		{"orchestrator answers a parked question", MessageSend{To: []string{"03_test"}, Body: "yes", MessageKind: "response", QuestionID: "q1"},
-			[]fxE{{events.TypeMailboxAppended, &events.MailboxAppended{ID: id + "_03_test", To: "03_test", From: "orchestrator",
-				Kind: "response", Priority: "normal", DeliveryMode: events.DeliveryNextTurn, Body: "yes", QuestionID: "q1"}}}},
+		{"orchestrator answers a parked question",
+			MessageSend{To: []string{"03_test"}, Body: "yes", MessageKind: "response", QuestionID: "q1"},
+			[]fxE{{events.TypeMailboxAppended,
+				&events.MailboxAppended{ID: id + "_03_test", To: "03_test", From: "orchestrator",
+					Kind: "response", Priority: "normal", DeliveryMode: events.DeliveryNextTurn, Body: "yes",
+					QuestionID: "q1"}}}},
 		{"worker to a sibling", MessageSend{FromTask: "03_test", To: []string{"02_exec"}, Body: "b"},
 			[]fxE{fxAppended(id+"_02_exec", "02_exec", "03_test", "message", "normal", "b")}},
 	}
@@ -70,7 +75,8 @@ func TestMessageSend(t *testing.T) {
 			dec, err := fxDecide(t, l.s, &tc.cmd)
 			require.NoError(t, err)
 			fxRequireEvents(t, dec.Events, tc.want...)
-			require.Equal(t, SendResult{MessageID: id, RecipientCount: len(tc.want), DurableStatus: "ok", LiveDeliveryStatus: "ok"}, dec.Result)
+			require.Equal(t, SendResult{MessageID: id, RecipientCount: len(tc.want), DurableStatus: "ok",
+				LiveDeliveryStatus: "ok"}, dec.Result)
 			l.apply(dec)
 			m, ok := l.s.Message(fxRun, tc.want[0].p.(*events.MailboxAppended).ID)
 			require.True(t, ok)
@@ -93,19 +99,31 @@ func TestMessageSendRejections(t *testing.T) {
 	}{
 		{"worker kind", MessageSend{FromTask: "03_test", To: []string{"parent"}, Body: "b", MessageKind: "steer"},
 			CodeBadParams, "invalid-params", "worker kind must be 'notify' or 'message'"},
-		{"unknown kind", MessageSend{To: []string{"03_test"}, Body: "b", MessageKind: "shout"}, CodeBadParams, "invalid-params", "kind must be"},
-		{"bad priority", MessageSend{To: []string{"03_test"}, Body: "b", Priority: "high"}, CodeBadParams, "invalid-params", "priority"},
-		{"empty body", MessageSend{To: []string{"03_test"}}, CodeBadParams, "invalid-params", "body must be 1..262144 chars"},
-		{"body too long", MessageSend{To: []string{"03_test"}, Body: long}, CodeOversizeFrame, "body-too-large", "msg.send: body too large"},
-		{"subject too long", MessageSend{To: []string{"03_test"}, Body: "b", Subject: strings.Repeat("s", 257)}, CodeBadParams, "invalid-params", "subject"},
-		{"questionId without response", MessageSend{To: []string{"03_test"}, Body: "b", QuestionID: "q1"}, CodeBadParams, "invalid-params", "kind 'response' only"},
-		{"questionId too long", MessageSend{To: []string{"03_test"}, Body: "b", MessageKind: "response", QuestionID: strings.Repeat("q", MaxQuestionIDChars+1)}, CodeBadParams, "invalid-params", "questionId"},
+		{"unknown kind", MessageSend{To: []string{"03_test"}, Body: "b", MessageKind: "shout"}, CodeBadParams,
+			"invalid-params", "kind must be"},
+		{"bad priority", MessageSend{To: []string{"03_test"}, Body: "b", Priority: "high"}, CodeBadParams,
+			"invalid-params", "priority"},
+		{"empty body", MessageSend{To: []string{"03_test"}}, CodeBadParams, "invalid-params",
+			"body must be 1..262144 chars"},
+		{"body too long", MessageSend{To: []string{"03_test"}, Body: long}, CodeOversizeFrame, "body-too-large",
+			"msg.send: body too large"},
+		{"subject too long", MessageSend{To: []string{"03_test"}, Body: "b", Subject: strings.Repeat("s", 257)},
+			CodeBadParams, "invalid-params", "subject"},
+		{"questionId without response", MessageSend{To: []string{"03_test"}, Body: "b", QuestionID: "q1"},
+			CodeBadParams, "invalid-params", "kind 'response' only"},
+		{"questionId too long", MessageSend{To: []string{"03_test"}, Body: "b", MessageKind: "response",
+			QuestionID: strings.Repeat("q", MaxQuestionIDChars+1)}, CodeBadParams, "invalid-params", "questionId"},
 		{"no recipient", MessageSend{Body: "b"}, CodeBadParams, "invalid-params", "recipient count out of range"},
-		{"65 recipients", MessageSend{To: many, Body: "b"}, CodeBadParams, "invalid-params", "recipient count out of range"},
-		{"unknown recipient", MessageSend{To: []string{"03_test", "99_nope"}, Body: "b"}, CodeBadParams, "invalid-params", `recipient "99_nope"`},
-		{"worker to all", MessageSend{FromTask: "03_test", To: []string{"all"}, Body: "b"}, CodeForbidden, "forbidden", "parent, group"},
-		{"orchestrator to group", MessageSend{To: []string{"group"}, Body: "b"}, CodeBadParams, "invalid-params", "for workers"},
-		{"worker task missing", MessageSend{FromTask: "99_nope", To: []string{"parent"}, Body: "b"}, CodeNoTask, "no-task", ""},
+		{"65 recipients", MessageSend{To: many, Body: "b"}, CodeBadParams, "invalid-params",
+			"recipient count out of range"},
+		{"unknown recipient", MessageSend{To: []string{"03_test", "99_nope"}, Body: "b"}, CodeBadParams,
+			"invalid-params", `recipient "99_nope"`},
+		{"worker to all", MessageSend{FromTask: "03_test", To: []string{"all"}, Body: "b"}, CodeForbidden,
+			"forbidden", "parent, group"},
+		{"orchestrator to group", MessageSend{To: []string{"group"}, Body: "b"}, CodeBadParams, "invalid-params",
+			"for workers"},
+		{"worker task missing", MessageSend{FromTask: "99_nope", To: []string{"parent"}, Body: "b"}, CodeNoTask,
+			"no-task", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -194,8 +212,10 @@ func TestEscalate(t *testing.T) {
 	}{
 		{"orchestrator without to", Escalate{Body: "b"}, CodeBadParams, "invalid-params", "to is required"},
 		{"empty body", Escalate{FromTask: "03_test"}, CodeBadParams, "invalid-params", "body"},
-		{"bad priority", Escalate{FromTask: "03_test", Body: "b", Priority: "p0"}, CodeBadParams, "invalid-params", "priority"},
-		{"unknown recipient", Escalate{FromTask: "03_test", To: "99_x", Body: "b"}, CodeBadParams, "invalid-params", `"99_x"`},
+		{"bad priority", Escalate{FromTask: "03_test", Body: "b", Priority: "p0"}, CodeBadParams, "invalid-params",
+			"priority"},
+		{"unknown recipient", Escalate{FromTask: "03_test", To: "99_x", Body: "b"}, CodeBadParams,
+			"invalid-params", `"99_x"`},
 		{"unknown sender", Escalate{FromTask: "99_x", To: "parent", Body: "b"}, CodeNoTask, "no-task", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -218,9 +238,11 @@ func TestMailboxDeliverAndAck(t *testing.T) {
 	}
 	require.Len(t, ids, 2)
 
-	dec, err := fxDecide(t, l.s, &MailboxDeliver{RunID: fxRun, Recipient: "03_test", MessageIDs: []string{ids[0], ids[0]}})
+	dec, err := fxDecide(t, l.s, &MailboxDeliver{RunID: fxRun, Recipient: "03_test",
+		MessageIDs: []string{ids[0], ids[0]}})
 	require.NoError(t, err)
-	fxRequireEvents(t, dec.Events, fxE{events.TypeMailboxDelivered, &events.MailboxDelivered{MessageID: ids[0], Recipient: "03_test"}})
+	fxRequireEvents(t, dec.Events, fxE{events.TypeMailboxDelivered,
+		&events.MailboxDelivered{MessageID: ids[0], Recipient: "03_test"}})
 	require.Equal(t, MailboxResult{OK: true, Changed: []string{ids[0]}}, dec.Result)
 	l.apply(dec)
 
@@ -251,7 +273,8 @@ func TestMailboxDeliverAndAck(t *testing.T) {
 	page, err = l.s.Mailbox(fxRun, events.RunInbox, projections.MailboxFilter{})
 	require.NoError(t, err)
 	require.Len(t, page.Messages, 1)
-	dec, err = fxDecide(t, l.s, &MailboxAck{RunID: fxRun, Recipient: events.RunInbox, MessageIDs: []string{page.Messages[0].ID}})
+	dec, err = fxDecide(t, l.s, &MailboxAck{RunID: fxRun, Recipient: events.RunInbox,
+		MessageIDs: []string{page.Messages[0].ID}})
 	require.NoError(t, err)
 	require.Len(t, dec.Events, 1)
 
@@ -264,10 +287,12 @@ func TestMailboxDeliverAndAck(t *testing.T) {
 			CodeBadParams, "invalid-params", `message "msg_x" is not in mailbox "03_test"`},
 		{"another mailbox", &MailboxAck{RunID: fxRun, Recipient: "02_exec", MessageIDs: []string{ids[1]}},
 			CodeBadParams, "invalid-params", "mailbox.ack: message"},
-		{"run inbox named parent", &MailboxAck{RunID: fxRun, Recipient: events.RunInbox, MessageIDs: []string{ids[1]}},
+		{"run inbox named parent", &MailboxAck{RunID: fxRun, Recipient: events.RunInbox,
+			MessageIDs: []string{ids[1]}},
 			CodeBadParams, "invalid-params", `mailbox "parent"`},
 		{"no ids", &MailboxAck{RunID: fxRun, Recipient: "03_test"}, CodeBadParams, "invalid-params", "messageIds"},
-		{"no run", &MailboxDeliver{RunID: "nope", Recipient: "03_test", MessageIDs: []string{"x"}}, CodeNoManifest, "no-manifest", ""},
+		{"no run", &MailboxDeliver{RunID: "nope", Recipient: "03_test", MessageIDs: []string{"x"}}, CodeNoManifest,
+			"no-manifest", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dec, err := fxDecide(t, l.s, tc.cmd)

@@ -104,8 +104,9 @@ func randomCommand(rng *rand.Rand, s *projections.State, runs []string) Request 
 		case 1, 2, 3, 4:
 			usage = ptr(int64(rng.IntN(30000)))
 		}
-		return orch(&DelegateSettle{RunID: run, SubID: sub, Outcome: pick(OutcomeOK, OutcomeOK, OutcomeFailed, OutcomeTimedOut, OutcomeCancelled, "bogus"),
-			Text: "--- end delegate x ---\nresult", UsageTokens: usage})
+		return orch(&DelegateSettle{RunID: run, SubID: sub,
+			Outcome: pick(OutcomeOK, OutcomeOK, OutcomeFailed, OutcomeTimedOut, OutcomeCancelled, "bogus"),
+			Text:    "--- end delegate x ---\nresult", UsageTokens: usage})
 	case 6:
 		return orch(&DelegateSpawned{RunID: run, SubID: sub, PID: rng.IntN(3)})
 	case 7:
@@ -129,7 +130,8 @@ func randomCommand(rng *rand.Rand, s *projections.State, runs []string) Request 
 		}
 		return orch(&RunTransition{RunID: run, To: pick("blocked", "completed", "failed", "cancelled", "bogus")})
 	case 10, 14:
-		return orch(&TaskCreate{RunID: run, TaskID: fmt.Sprintf("t%d", rng.IntN(20)), Role: pick("executor", "explorer"),
+		return orch(&TaskCreate{RunID: run, TaskID: fmt.Sprintf("t%d", rng.IntN(20)), Role: pick("executor",
+			"explorer"),
 			Agent: "a", Title: "t", Cwd: pick("/w", "/w2"), StepID: "s", Depth: rng.IntN(5)})
 	default:
 		cfg := projections.DefaultConfig()
@@ -208,7 +210,8 @@ func TestModel(t *testing.T) {
 		f.seedRun(run, int64(i)*60000) // R0 unmetered, R1 and R2 budgeted
 	}
 	ids := &idModel{recorded: map[string]*idRecord{}, users: map[string]map[string]bool{}}
-	iv := &invariants{spent: map[string]int64{}, granted: map[string]int64{}, admitted: map[string]bool{}, terminal: map[string]bool{}}
+	iv := &invariants{spent: map[string]int64{}, granted: map[string]int64{}, admitted: map[string]bool{},
+		terminal: map[string]bool{}}
 	rng := rand.New(rand.NewPCG(11, 12))
 	steps := modelSteps()
 	accepted, rejected := 0, 0
@@ -271,8 +274,9 @@ func TestModel(t *testing.T) {
 	require.NotZero(t, info.SnapshotPosition, "a snapshot was used")
 	require.Equal(t, live, whole(t, snapped), "incremental == snapshot + tail")
 	require.NoError(t, l.Close())
-	t.Logf("%d steps: %d accepted, %d rejected, %d admitted, head %d; rejections %v; ids: %d replayed, %d refused as reused, %d shared across principals",
-		steps, accepted, rejected, len(iv.admitted), full.Position, reasons, ids.replayed, ids.reused, ids.shared)
+	t.Logf("%d steps: %d accepted, %d rejected, %d admitted, head %d; rejections %v; ids: %d replayed, %d refused "+
+		"as reused, %d shared across principals", steps, accepted, rejected, len(iv.admitted), full.Position, reasons,
+		ids.replayed, ids.reused, ids.shared)
 }
 
 // checkNewEvents checks the events one command appended against the state
@@ -364,14 +368,16 @@ func (m *idModel) check(t *testing.T, l *eventlog.Log, req Request, r Reply, bef
 	if prev, ok := m.recorded[key]; ok {
 		require.Equal(t, before, after, "an id already decided for %s writes nothing", key)
 		if string(prev.fp) != string(fp) {
-			require.Equal(t, reusedID(), r.Rejected, "the same principal's id for another request is refused (%q)", key)
+			require.Equal(t, reusedID(), r.Rejected,
+				"the same principal's id for another request is refused (%q)", key)
 			require.False(t, r.Replayed)
 			m.reused++
 			return false
 		}
 		require.True(t, r.Replayed, "a retry is answered from the record (%q)", key)
 		require.Equal(t, prev.reply.Rejected, r.Rejected, "a principal gets its own answer back (%q)", key)
-		require.Equal(t, string(prev.reply.Result), string(r.Result), "a principal gets its own answer back (%q)", key)
+		require.Equal(t, string(prev.reply.Result), string(r.Result),
+			"a principal gets its own answer back (%q)", key)
 		m.replayed++
 		return false
 	}

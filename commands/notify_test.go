@@ -58,7 +58,8 @@ func TestRunChangedOfAColdRunIsForgotten(t *testing.T) {
 	l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
 	require.NoError(t, err)
 	defer l.Close()
-	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: -1, Retention: time.Second})
+	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: -1,
+		Retention: time.Second})
 	require.NoError(t, err)
 	defer e.Close()
 	f := &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}

@@ -35,7 +35,8 @@ func openObserved(t *testing.T, obs Observer, hooks *testHooks) *Engine {
 	l, err := eventlog.Open("db", &eventlog.Options{FS: vfs.NewMem()})
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
-	e, err := Open(l, Options{Clock: newTestClock().Now, NewID: counterIDs(), ExpiryInterval: -1, Observer: obs, hooks: hooks})
+	e, err := Open(l, Options{Clock: newTestClock().Now, NewID: counterIDs(), ExpiryInterval: -1, Observer: obs,
+		hooks: hooks})
 	require.NoError(t, err)
 	t.Cleanup(func() { e.Close() })
 	return e
@@ -62,9 +63,11 @@ func TestTheObserverCountsAFailedGroupAsErrors(t *testing.T) {
 				return nil
 			}})
 			admin := events.AdminPrincipal()
-			_, err := e.Submit(context.Background(), as(admin, "fine", &RunCreate{RunID: "R1", Team: "t", Goal: "g", Cwd: "/w"}))
+			_, err := e.Submit(context.Background(),
+				as(admin, "fine", &RunCreate{RunID: "R1", Team: "t", Goal: "g", Cwd: "/w"}))
 			require.NoError(t, err)
-			_, err = e.Submit(context.Background(), as(admin, "doomed", &RunCreate{RunID: "R2", Team: "t", Goal: "g", Cwd: "/w"}))
+			_, err = e.Submit(context.Background(),
+				as(admin, "doomed", &RunCreate{RunID: "R2", Team: "t", Goal: "g", Cwd: "/w"}))
 			require.ErrorIs(t, err, ErrFailed)
 			require.NoError(t, e.Close())
 			obs.mu.Lock()
@@ -91,5 +94,6 @@ func TestTheObserverSeesAResultTooLargeAsARefusal(t *testing.T) {
 	require.NoError(t, e.Close())
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
-	require.Equal(t, [][]CommandReport{{{Method: "run.create", Outcome: OutcomeRejected, Reason: "oversize-frame"}}}, obs.cmds)
+	require.Equal(t, [][]CommandReport{{{Method: "run.create", Outcome: OutcomeRejected,
+		Reason: "oversize-frame"}}}, obs.cmds)
 }

@@ -223,7 +223,8 @@ func parseMessageSend(p *paramReader, c Caller, runID string) Command {
 }
 
 func parseSteerPush(p *paramReader, _ Caller, runID string) Command {
-	return &SteerPush{RunID: runID, TaskID: p.str("taskId", true), Body: p.str("body", true), Priority: p.str("priority", false)}
+	return &SteerPush{RunID: runID, TaskID: p.str("taskId", true), Body: p.str("body", true),
+		Priority: p.str("priority", false)}
 }
 
 func parseEscalate(p *paramReader, c Caller, runID string) Command {
@@ -240,7 +241,8 @@ func parseWaitRequest(p *paramReader, c Caller, runID string) Command {
 	if p.has("options") {
 		opts = p.strs("options")
 	}
-	return &WaitRequest{RunID: runID, TaskID: c.TaskID, Question: p.str("question", true), Options: opts, TimeoutSec: p.optFloat("timeoutSec")}
+	return &WaitRequest{RunID: runID, TaskID: c.TaskID, Question: p.str("question", true), Options: opts,
+		TimeoutSec: p.optFloat("timeoutSec")}
 }
 
 func parseWaitResolve(p *paramReader, c Caller, runID string) Command {
@@ -259,7 +261,8 @@ func parseRunCreate(p *paramReader, _ Caller, runID string) Command {
 }
 
 func parseRunTransition(p *paramReader, _ Caller, runID string) Command {
-	return &RunTransition{RunID: runID, To: p.str("to", true), Summary: p.str("summary", false), Reason: p.str("reason", false)}
+	return &RunTransition{RunID: runID, To: p.str("to", true), Summary: p.str("summary", false),
+		Reason: p.str("reason", false)}
 }
 
 func parseTaskCreate(p *paramReader, _ Caller, runID string) Command {

@@ -34,7 +34,9 @@ func TestParseMembersAllocatesWhatItKeeps(t *testing.T) {
 			cmd, err := ParseMembers(tc.method, members, tc.caller)
 			require.NoError(t, err)
 			require.Equal(t, tc.method, cmd.Kind())
-			require.Equal(t, tc.want, testing.AllocsPerRun(100, func() { _, _ = ParseMembers(tc.method, members, tc.caller) }))
+			require.Equal(t, tc.want, testing.AllocsPerRun(100, func() {
+				_, _ = ParseMembers(tc.method, members, tc.caller)
+			}))
 		})
 	}
 }

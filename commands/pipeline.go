@@ -206,7 +206,8 @@ func (e *Engine) acquire() *flight {
 	clear(f.applied)
 	clear(f.writes)
 	clear(f.logEvents)
-	f.group, f.faulted, f.applied, f.writes, f.logEvents = f.group[:0], f.faulted[:0], f.applied[:0], f.writes[:0], f.logEvents[:0]
+	f.group, f.faulted, f.applied, f.writes, f.logEvents = f.group[:0], f.faulted[:0], f.applied[:0], f.writes[:0],
+		f.logEvents[:0]
 	f.staged, f.evicted, f.madeCold, f.firsts = nil, nil, 0, f.firsts[:0]
 	if cap(f.payloads) > maxKeptPayloads {
 		f.payloads = nil
@@ -272,7 +273,8 @@ func (e *Engine) land(f *flight) {
 			err = e.hook(pointDurable, f.group)
 		}
 		if err == nil && len(f.applied) > 0 && first != f.first {
-			err = fmt.Errorf("commands: log assigned position %d, the engine expected %d (another writer?)", first, f.first)
+			err = fmt.Errorf("commands: log assigned position %d, the engine expected %d (another writer?)",
+				first, f.first)
 		}
 	} else if len(f.group) > 0 && e.confirmer != nil && e.failure() == nil {
 		// NB: a group that appends nothing meets no fence; its answers wait until the log is known to hold

@@ -419,8 +419,10 @@ func TestPipelineFailedSyncFailsTheGroupsInFlight(t *testing.T) {
 		_, okB := s.Run("B")
 		require.False(t, okA || okB)
 	})
-	require.Equal(t, viewBefore, snapshotOf(t, p.eng), "the published state is the one before the failed groups, byte for byte")
-	_, err := p.eng.Submit(context.Background(), as(adm, "c", &RunCreate{RunID: "C", Team: "t", Goal: "g", Cwd: "/w"}))
+	require.Equal(t, viewBefore, snapshotOf(t, p.eng),
+		"the published state is the one before the failed groups, byte for byte")
+	_, err := p.eng.Submit(context.Background(),
+		as(adm, "c", &RunCreate{RunID: "C", Team: "t", Goal: "g", Cwd: "/w"}))
 	require.ErrorIs(t, err, ErrFailed)
 	toggle.Off()
 	p.eng.Close()
@@ -561,7 +563,9 @@ func (earlyCommitter) StagesEarly() bool { return true }
 func TestPipelineEarlyStagerHandsOffWhileOneSyncs(t *testing.T) {
 	mem := vfs.NewMem()
 	toggle := walFaults(errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo)
-	p := openPipe(t, errorfs.Wrap(mem, toggle), func(l *eventlog.Log) Committer { return earlyCommitter{logCommitter{l}} })
+	p := openPipe(t, errorfs.Wrap(mem, toggle), func(l *eventlog.Log) Committer {
+		return earlyCommitter{logCommitter{l}}
+	})
 	p.seedRunAs("S")
 	require.True(t, p.eng.early)
 	adm := events.AdminPrincipal()

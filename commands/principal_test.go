@@ -35,7 +35,8 @@ func (f *engineFixture) seedRunAs(run string) {
 	for _, c := range []Command{
 		&RunCreate{RunID: run, Team: "t", Goal: "g", Cwd: "/w"},
 		&RunTransition{RunID: run, To: "running"},
-		&TaskCreate{RunID: run, TaskID: "02_exec", Role: "executor", Agent: "a", Title: "exec", Cwd: "/w", StepID: "exec"},
+		&TaskCreate{RunID: run, TaskID: "02_exec", Role: "executor", Agent: "a", Title: "exec", Cwd: "/w",
+			StepID: "exec"},
 		&TaskTransition{RunID: run, TaskID: "02_exec", To: "running"},
 	} {
 		r := f.submit(as(adm, "", c))
@@ -54,7 +55,8 @@ func TestEngineTwoOrchestratorsSameID(t *testing.T) {
 	f.seedRunAs("B")
 	create := func(run string) Request {
 		return as(events.OrchestratorPrincipal(run), "create-task-1",
-			&TaskCreate{RunID: run, TaskID: "03_" + run, Role: "executor", Agent: "a", Title: "t", Cwd: "/w", StepID: "s"})
+			&TaskCreate{RunID: run, TaskID: "03_" + run, Role: "executor", Agent: "a", Title: "t", Cwd: "/w",
+				StepID: "s"})
 	}
 	a, b := f.submit(create("A")), f.submit(create("B"))
 	require.Nil(t, a.Rejected)
@@ -88,7 +90,8 @@ func TestEngineWorkerCannotPreclaimOrchestratorIDs(t *testing.T) {
 
 	wk := events.WorkerPrincipal("R", "02_exec")
 	for _, id := range []string{"revoke-02_exec", "cancel-run"} {
-		claim := f.submit(as(wk, id, &MessageSend{RunID: "R", FromTask: "02_exec", To: []string{ToParent}, Body: "mine"}))
+		claim := f.submit(as(wk, id, &MessageSend{RunID: "R", FromTask: "02_exec", To: []string{ToParent},
+			Body: "mine"}))
 		require.False(t, claim.Replayed)
 	}
 	rev := f.submit(as(orch, "revoke-02_exec", &CredentialRevoke{RunID: "R", TaskID: "02_exec", Reason: "done"}))
@@ -113,7 +116,8 @@ func TestEngineCrossRunReuse(t *testing.T) {
 	f.seedRunAs("A")
 	f.seedRunAs("B")
 	ask := func(run string) Request {
-		return as(events.WorkerPrincipal(run, "02_exec"), "d-1", &DelegateRequest{RunID: run, TaskID: "02_exec", Prompt: "p"})
+		return as(events.WorkerPrincipal(run, "02_exec"), "d-1",
+			&DelegateRequest{RunID: run, TaskID: "02_exec", Prompt: "p"})
 	}
 	a, b := f.submit(ask("A")), f.submit(ask("B"))
 	require.Nil(t, a.Rejected)
@@ -150,7 +154,8 @@ func TestEngineSameIDDifferentRequest(t *testing.T) {
 	require.True(t, again.Replayed, "the first request's retry still gets its answer")
 	require.JSONEq(t, string(first.Result), string(again.Result))
 
-	_, err := f.eng.Submit(context.Background(), Request{CommandID: "x", Actor: admin, Command: &RunCreate{RunID: "Z"}})
+	_, err := f.eng.Submit(context.Background(),
+		Request{CommandID: "x", Actor: admin, Command: &RunCreate{RunID: "Z"}})
 	require.ErrorContains(t, err, "a command id needs a principal")
 }
 
@@ -158,7 +163,8 @@ func TestEngineSameIDDifferentRequest(t *testing.T) {
 // subId.
 func (f *engineFixture) delegate(wk events.Principal, timeoutSec float64) string {
 	f.t.Helper()
-	adm := f.submit(as(wk, "d-1", &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "p", TimeoutSec: ptr(timeoutSec)}))
+	adm := f.submit(as(wk, "d-1", &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "p",
+		TimeoutSec: ptr(timeoutSec)}))
 	require.Nil(f.t, adm.Rejected)
 	var res DelegateResult
 	require.NoError(f.t, json.Unmarshal(adm.Result, &res))
@@ -180,7 +186,8 @@ func TestEngineExpiryIDsAreTheEngines(t *testing.T) {
 	// and with another one.
 	claim := f.submit(as(wk, expireID, &DelegateExpire{RunID: "R", SubID: sub}))
 	require.NotNil(t, claim.Rejected, "not due yet")
-	claim2 := f.submit(as(wk, "ask-expire:R:q", &MessageSend{RunID: "R", FromTask: "02_exec", To: []string{ToParent}, Body: "x"}))
+	claim2 := f.submit(as(wk, "ask-expire:R:q", &MessageSend{RunID: "R", FromTask: "02_exec", To: []string{ToParent},
+		Body: "x"}))
 	require.False(t, claim2.Replayed)
 
 	// The engine's own expiry submitted before it is due is refused and not
@@ -225,10 +232,11 @@ func TestEngineExpiryIDsAreTheEngines(t *testing.T) {
 func TestEngineRetrySpacedOtherwiseIsTheSameRequest(t *testing.T) {
 	f := openEngine(t, vfs.NewMem(), newTestClock(), nil)
 	f.seedRunAs("R")
-	const tools = `[{"name":"read","label":"Read","description":"read","parameters":{"type":"object"},"callable":"mgr:read",` +
-		`"sourceInfo":{"path":"/t/read","source":"pi","scope":"user","origin":"package"}}]`
+	const tools = `[{"name":"read","label":"Read","description":"read","parameters":{"type":"object"},` +
+		`"callable":"mgr:read","sourceInfo":{"path":"/t/read","source":"pi","scope":"user","origin":"package"}}]`
 	create := func(params string) Request {
-		c, err := ParseCommand("job.create", json.RawMessage(params), Caller{Role: events.RoleOrchestrator, RunID: "R"})
+		c, err := ParseCommand("job.create", json.RawMessage(params),
+			Caller{Role: events.RoleOrchestrator, RunID: "R"})
 		require.NoError(t, err)
 		c.(*JobCreate).NonceDigest = SecretDigest("nonce")
 		return as(events.OrchestratorPrincipal("R"), "j-1", c)

@@ -76,7 +76,8 @@ func TestPipelineReadersSeeExactlyTheDurablePrefix(t *testing.T) {
 				run := fmt.Sprintf("r%d-%d", g, i)
 				for j, c := range []Command{
 					&RunCreate{RunID: run, Team: "t", Goal: "g", Cwd: "/w"},
-					&TaskCreate{RunID: run, TaskID: "02_exec", Role: "executor", Agent: "a", Title: "exec", Cwd: "/w", StepID: "exec"},
+					&TaskCreate{RunID: run, TaskID: "02_exec", Role: "executor", Agent: "a", Title: "exec", Cwd: "/w",
+						StepID: "exec"},
 				} {
 					r, err := f.eng.Submit(context.Background(), as(adm, fmt.Sprintf("%s-%d", run, j), c))
 					if err == nil && r.Rejected != nil {

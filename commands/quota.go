@@ -157,13 +157,15 @@ func overQuota(s *projections.State, runID string, g Growth, env *Env) (events.R
 	cfg, u, limit := env.Config, run.Usage, quotaLimit(env)
 	switch {
 	case cfg.QuotaEvents > 0 && g.Events > 0 && u.Events+g.Events > limit(cfg.QuotaEvents):
-		return events.RunQuotaExceeded{Quota: events.QuotaEvents, Used: u.Events, Adding: g.Events, Max: limit(cfg.QuotaEvents)}, true
+		return events.RunQuotaExceeded{Quota: events.QuotaEvents, Used: u.Events, Adding: g.Events,
+			Max: limit(cfg.QuotaEvents)}, true
 	case pastBytesQuota(u, g, env):
 		// NB: without a g.Bytes > 0 guard: a measured command that adds no
 		// text is refused once the run is past the quota (a wind-down's
 		// text can take it there), or it could bring a text-carrying
 		// wind-down round again (a retry, then a failure with its error).
-		q := events.RunQuotaExceeded{Quota: events.QuotaBytes, Used: u.Bytes(), Adding: g.Bytes, Max: limit(cfg.QuotaBytes)}
+		q := events.RunQuotaExceeded{Quota: events.QuotaBytes, Used: u.Bytes(), Adding: g.Bytes,
+			Max: limit(cfg.QuotaBytes)}
 		return q, true
 	case cfg.QuotaMsgsPerMin > 0 && g.Msgs > 0:
 		most := limit(int64(cfg.QuotaMsgsPerMin))
@@ -173,10 +175,12 @@ func overQuota(s *projections.State, runID string, g Growth, env *Env) (events.R
 		// the sender's count is only whole when the run's is.
 		recent, sent := s.MessagesSince(runID, sender, since, cfg.QuotaMsgsPerMin+1)
 		if int64(recent)+g.Msgs > most {
-			return events.RunQuotaExceeded{Quota: events.QuotaMsgRate, Used: int64(recent), Adding: g.Msgs, Max: most}, true
+			return events.RunQuotaExceeded{Quota: events.QuotaMsgRate, Used: int64(recent), Adding: g.Msgs,
+				Max: most}, true
 		}
 		if mine > 0 && int64(sent)+g.Msgs > mine {
-			return events.RunQuotaExceeded{Quota: events.QuotaWorkerMsgRate, Used: int64(sent), Adding: g.Msgs, Max: mine}, true
+			return events.RunQuotaExceeded{Quota: events.QuotaWorkerMsgRate, Used: int64(sent), Adding: g.Msgs,
+				Max: mine}, true
 		}
 	}
 	return events.RunQuotaExceeded{}, false
@@ -205,7 +209,8 @@ func quotaLimit(env *Env) func(quota int64) int64 {
 // task). 0 and "" when none applies: not a worker, or no share (0, or 100 and more, which is no limit of its own).
 func workerMsgLimit(env *Env, most int64) (int64, string) {
 	share := int64(env.Config.QuotaWorkerMsgShare)
-	if env.Actor.Role != events.RoleWorker || env.Actor.TaskID == "" || share <= 0 || share >= MaxQuotaWorkerMsgShare {
+	if env.Actor.Role != events.RoleWorker || env.Actor.TaskID == "" || share <= 0 ||
+		share >= MaxQuotaWorkerMsgShare {
 		return 0, ""
 	}
 	return max(1, most*share/100), env.Actor.TaskID
@@ -215,7 +220,8 @@ func workerMsgLimit(env *Env, most int64) (int64, string) {
 // actor, by the rule the quota check decides by: the run's quota, actor's limit, and whether that limit is carved
 // from the quota (a worker's, short of the reserve; a quota too small to split is not carved). Replay --explain
 // names what a worker's refusal was carved from by it, so its words cannot drift from the check.
-func WorkerQuotaShare(cfg projections.Config, actor events.Actor, quotaName string) (quota, limit int64, carved bool) {
+func WorkerQuotaShare(cfg projections.Config, actor events.Actor, quotaName string) (quota, limit int64,
+	carved bool) {
 	switch quotaName {
 	case events.QuotaEvents:
 		quota = cfg.QuotaEvents

@@ -12,8 +12,8 @@ import (
 
 // loopGrant is a one-tool grant for the job loops.
 const loopGrant = `[{"name":"read","label":"Read","description":"read a file","parameters":{"type":"object"},` +
-	`"annotations":{"readOnlyHint":true},"sourceInfo":{"path":"/t/read.ts","source":"pi","scope":"user","origin":"package"},` +
-	`"callable":"mgr:read"}]`
+	`"annotations":{"readOnlyHint":true},"sourceInfo":{"path":"/t/read.ts","source":"pi","scope":"user",` +
+	`"origin":"package"},"callable":"mgr:read"}]`
 
 // loopRequest is one broker request of a loop: role (orchestrator or
 // worker W), method and params.
@@ -89,7 +89,8 @@ func TestLoopsAreBoundedByTheEventsQuota(t *testing.T) {
 			setup: []loopRequest{orch("run.transition", `{"to":"failed"}`)},
 			loop:  []loopRequest{orch("run.transition", `{"to":"failed"}`)}},
 		{name: "task requeued", loop: []loopRequest{
-			orch("task.transition", `{"taskId":"W","to":"queued"}`), orch("task.transition", `{"taskId":"W","to":"running"}`)}},
+			orch("task.transition", `{"taskId":"W","to":"queued"}`), orch("task.transition",
+				`{"taskId":"W","to":"running"}`)}},
 		{name: "task retried", loop: []loopRequest{
 			orch("task.transition", `{"taskId":"W","to":"failed","error":"e"}`),
 			orch("task.transition", `{"taskId":"W","to":"queued"}`),
@@ -123,9 +124,11 @@ func TestLoopsAreBoundedByTheEventsQuota(t *testing.T) {
 			setup: []loopRequest{
 				orch("job.create", `{"jobId":"J","taskId":"W","tools":`+loopGrant+`}`),
 				orch("lease.open", `{"jobId":"J","mode":"start","rootToolCallId":"root"}`),
-				{events.RoleWorker, "proxy.request", `{"jobId":"J","requestId":"r1","nonce":"secret-1","tool":"read"}`},
+				{events.RoleWorker, "proxy.request",
+					`{"jobId":"J","requestId":"r1","nonce":"secret-1","tool":"read"}`},
 				orch("job.transition", `{"jobId":"J","to":"cancelled"}`)},
-			loop: []loopRequest{orch("proxy.complete", `{"jobId":"J","requestId":"r1","nonce":"secret-1","result":{"content":[]}}`)}},
+			loop: []loopRequest{orch("proxy.complete",
+				`{"jobId":"J","requestId":"r1","nonce":"secret-1","result":{"content":[]}}`)}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -235,7 +238,8 @@ func (w *scenarioWorld) requireFinished(run string) {
 // inboxOf is the id of the first message in task's mailbox.
 func (w *scenarioWorld) inboxOf(task string) string {
 	for _, ev := range w.log {
-		if p := events.PayloadAs[events.MailboxAppended](ev); p != nil && ev.Type == events.TypeMailboxAppended && p.To == task {
+		if p := events.PayloadAs[events.MailboxAppended](ev); p != nil && ev.Type == events.TypeMailboxAppended &&
+			p.To == task {
 			return p.ID
 		}
 	}

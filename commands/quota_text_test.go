@@ -88,7 +88,8 @@ func TestARunPastItsBytesQuotaCanFinish(t *testing.T) {
 		require.Nil(t, w.send(r).err, "setup %s", r.method)
 	}
 	// The quota lowered below what the run holds.
-	require.NoError(t, w.config([]string{"quotaEvents=0", "quotaBytes=" + strconv.Itoa(quota), "nestingEnabled=true", "maxSlots=4"}))
+	require.NoError(t, w.config([]string{"quotaEvents=0", "quotaBytes=" + strconv.Itoa(quota),
+		"nestingEnabled=true", "maxSlots=4"}))
 	run, _ := w.s.Run("R")
 	require.Greater(t, run.Usage.Bytes(), int64(quota), "the blocked run's reason holds more than the quota")
 
@@ -140,7 +141,8 @@ func TestWindDownsPastTheBytesQuotaKeepALineOfText(t *testing.T) {
 	const tasks, chars = 40, 4 << 10
 	w := textWorld(t, 1<<20)
 	for i := range tasks {
-		r := orch("task.create", `{"taskId":"T`+strconv.Itoa(i)+`","role":"executor","agent":"a","title":"t","cwd":"/w"}`)
+		r := orch("task.create", `{"taskId":"T`+strconv.Itoa(i)+`","role":"executor","agent":"a","title":"t",`+
+			`"cwd":"/w"}`)
 		require.Nil(t, w.send(r).err)
 	}
 	require.NoError(t, w.config([]string{"quotaEvents=0", "quotaBytes=512", "nestingEnabled=true", "maxSlots=4"}))
@@ -154,7 +156,8 @@ func TestWindDownsPastTheBytesQuotaKeepALineOfText(t *testing.T) {
 		id := "T" + strconv.Itoa(i)
 		for _, r := range []loopRequest{
 			orch("task.transition", `{"taskId":"`+id+`","to":"running","cwd":`+jsonText(long)+`}`),
-			orch("task.transition", `{"taskId":"`+id+`","to":"failed","error":`+jsonText(long)+`,"reason":`+jsonText(long)+`}`),
+			orch("task.transition", `{"taskId":"`+id+`","to":"failed","error":`+jsonText(long)+`,"reason":`+
+				jsonText(long)+`}`),
 			orch("task.transition", `{"taskId":"`+id+`","to":"cancelled","reason":`+jsonText(long)+`}`),
 		} {
 			o := w.send(r)
@@ -167,11 +170,13 @@ func TestWindDownsPastTheBytesQuotaKeepALineOfText(t *testing.T) {
 		require.Equal(t, kept, task.Cwd)
 	}
 	run, _ = w.s.Run("R")
-	t.Logf("%d tasks ended past the quota added %d bytes, %d a task", tasks, run.Usage.Bytes()-before, (run.Usage.Bytes()-before)/tasks)
+	t.Logf("%d tasks ended past the quota added %d bytes, %d a task", tasks, run.Usage.Bytes()-before,
+		(run.Usage.Bytes()-before)/tasks)
 	// A task's three texts (its cwd, error and cancel reason), each a line
 	// and the mark, and the events' ids.
 	perTask := int64(3*len(kept) + 256)
-	require.LessOrEqual(t, run.Usage.Bytes()-before, tasks*perTask, "the wind-downs grew the run past its quota by their texts")
+	require.LessOrEqual(t, run.Usage.Bytes()-before, tasks*perTask,
+		"the wind-downs grew the run past its quota by their texts")
 }
 
 // Every status text of a wind-down is clipped once the decision would take
@@ -187,13 +192,17 @@ func TestStatusTextsAreClippedOnlyPastTheBytesQuota(t *testing.T) {
 		send   loopRequest
 		fields int // texts in the command
 	}{
-		{name: "run completed", send: orch("run.transition", `{"to":"completed","summary":`+text+`,"reason":`+text+`}`), fields: 2},
+		{name: "run completed", send: orch("run.transition",
+			`{"to":"completed","summary":`+text+`,"reason":`+text+`}`), fields: 2},
 		{name: "run cancelled", send: orch("run.transition", `{"to":"cancelled","reason":`+text+`}`), fields: 1},
-		{name: "task failed", send: orch("task.transition", `{"taskId":"W","to":"failed","error":`+text+`}`), fields: 1},
-		{name: "task cancelled", send: orch("task.transition", `{"taskId":"W","to":"cancelled","reason":`+text+`}`), fields: 1},
+		{name: "task failed", send: orch("task.transition",
+			`{"taskId":"W","to":"failed","error":`+text+`}`), fields: 1},
+		{name: "task cancelled", send: orch("task.transition",
+			`{"taskId":"W","to":"cancelled","reason":`+text+`}`), fields: 1},
 		{
-			name:   "task started",
-			setup:  []loopRequest{orch("task.create", `{"taskId":"Q","role":"executor","agent":"a","title":"q","cwd":"/q"}`)},
+			name: "task started",
+			setup: []loopRequest{orch("task.create",
+				`{"taskId":"Q","role":"executor","agent":"a","title":"q","cwd":"/q"}`)},
 			send:   orch("task.transition", `{"taskId":"Q","to":"running","cwd":`+text+`}`),
 			fields: 1,
 		},
@@ -206,37 +215,40 @@ func TestStatusTextsAreClippedOnlyPastTheBytesQuota(t *testing.T) {
 	}
 	for _, tc := range cases {
 		for _, past := range []bool{false, true} {
-			t.Run(tc.name+map[bool]string{false: " under the quota", true: " past the quota"}[past], func(t *testing.T) {
-				const quota = 32 << 10
-				w := textWorld(t, quota)
-				for _, r := range tc.setup {
-					require.Nil(t, w.send(r).err, "setup %s", r.method)
-				}
-				send := tc.send
-				if subs := w.s.Delegations("R"); len(subs) > 0 {
-					send.params = strings.Replace(send.params, "SUB", subs[0].SubID, 1)
-				}
-				run, _ := w.s.Run("R")
-				if past {
-					// The run a little short of its quota, so that the text would cross it.
-					filler := quota - int(run.Usage.Bytes()) - chars/2
-					require.Nil(t, w.send(orch("msg.send", `{"to":"W","body":`+jsonText(strings.Repeat("f", filler))+`}`)).err)
-					run, _ = w.s.Run("R")
-					require.LessOrEqual(t, run.Usage.Bytes(), int64(quota))
-				}
-				o := w.send(send)
-				require.Nil(t, o.err, "a wind-down is taken")
-				payloads, err := json.Marshal(o.events)
-				require.NoError(t, err)
-				marker := clippedMarker(chars)
-				if past {
-					require.NotContains(t, string(payloads), long)
-					require.Equal(t, tc.fields, strings.Count(string(payloads), strings.Repeat("z", ClipStatusBytes)+marker))
-				} else {
-					require.Equal(t, tc.fields, strings.Count(string(payloads), long))
-					require.NotContains(t, string(payloads), marker)
-				}
-			})
+			t.Run(tc.name+map[bool]string{false: " under the quota", true: " past the quota"}[past],
+				func(t *testing.T) {
+					const quota = 32 << 10
+					w := textWorld(t, quota)
+					for _, r := range tc.setup {
+						require.Nil(t, w.send(r).err, "setup %s", r.method)
+					}
+					send := tc.send
+					if subs := w.s.Delegations("R"); len(subs) > 0 {
+						send.params = strings.Replace(send.params, "SUB", subs[0].SubID, 1)
+					}
+					run, _ := w.s.Run("R")
+					if past {
+						// The run a little short of its quota, so that the text would cross it.
+						filler := quota - int(run.Usage.Bytes()) - chars/2
+						require.Nil(t, w.send(orch("msg.send",
+							`{"to":"W","body":`+jsonText(strings.Repeat("f", filler))+`}`)).err)
+						run, _ = w.s.Run("R")
+						require.LessOrEqual(t, run.Usage.Bytes(), int64(quota))
+					}
+					o := w.send(send)
+					require.Nil(t, o.err, "a wind-down is taken")
+					payloads, err := json.Marshal(o.events)
+					require.NoError(t, err)
+					marker := clippedMarker(chars)
+					if past {
+						require.NotContains(t, string(payloads), long)
+						require.Equal(t, tc.fields, strings.Count(string(payloads),
+							strings.Repeat("z", ClipStatusBytes)+marker))
+					} else {
+						require.Equal(t, tc.fields, strings.Count(string(payloads), long))
+						require.NotContains(t, string(payloads), marker)
+					}
+				})
 		}
 	}
 }
@@ -267,7 +279,8 @@ func TestAMessagesOtherStringsCountAgainstTheBytesQuota(t *testing.T) {
 	to := []string{}
 	for i := range 16 {
 		id := "T" + strconv.Itoa(i)
-		require.Nil(t, w.send(orch("task.create", `{"taskId":"`+id+`","role":"executor","agent":"a","title":"t","cwd":"/w"}`)).err)
+		require.Nil(t, w.send(orch("task.create", `{"taskId":"`+id+`","role":"executor","agent":"a","title":"t",`+
+			`"cwd":"/w"}`)).err)
 		to = append(to, id)
 	}
 	toJSON, _ := json.Marshal(to)

@@ -32,7 +32,8 @@ func TestResultJSONMatchesEncodingJSON(t *testing.T) {
 	for i, s := range jsonStrings {
 		f := jsonFloats[i%len(jsonFloats)]
 		same(DelegateResult{OK: i%2 == 0, GrandchildTaskRef: s, ChildDepth: i - 3, TimeoutSec: f})
-		same(SettleResult{OK: i%2 == 1, SubID: s, Status: s, MessageID: s, To: s, Rerouted: i%3 == 0, Charged: int64(i) * -7})
+		same(SettleResult{OK: i%2 == 1, SubID: s, Status: s, MessageID: s, To: s, Rerouted: i%3 == 0,
+			Charged: int64(i) * -7})
 	}
 	for _, f := range append(jsonFloats, math.NaN(), math.Inf(1), math.Inf(-1)) {
 		same(DelegateResult{OK: true, GrandchildTaskRef: "gc-1", ChildDepth: 1, TimeoutSec: f})

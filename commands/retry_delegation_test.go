@@ -24,8 +24,8 @@ func TestARetriedTasksEarlierDelegationsSettleIntoTheRunInbox(t *testing.T) {
 		expire bool
 		to     string
 	}{
-		{name: "made by the attempt before the retry", config: []string{"rerouteEndedAttempts=true"}, retryBefore: true,
-			to: events.RunInbox},
+		{name: "made by the attempt before the retry", config: []string{"rerouteEndedAttempts=true"},
+			retryBefore: true, to: events.RunInbox},
 		{name: "made by the attempt after the retry", config: []string{"rerouteEndedAttempts=true"}, retryAfter: true,
 			to: "W"},
 		{name: "made by an attempt retried twice since", config: []string{"rerouteEndedAttempts=true"},
@@ -44,16 +44,19 @@ func TestARetriedTasksEarlierDelegationsSettleIntoTheRunInbox(t *testing.T) {
 			given := func(typ, payload string) { require.NoError(t, w.given(typ, "R", payload)) }
 			given(events.TypeRunCreated, `{"team":"t","goal":"g","cwd":"/w"}`)
 			given(events.TypeRunRunning, `{}`)
-			given(events.TypeTaskCreated, `{"taskId":"W","role":"executor","agent":"a","title":"w","cwd":"/w","dependsOn":[]}`)
+			given(events.TypeTaskCreated,
+				`{"taskId":"W","role":"executor","agent":"a","title":"w","cwd":"/w","dependsOn":[]}`)
 			given(events.TypeTaskStarted, `{"taskId":"W"}`)
 			retry := func() {
-				mustDo(t, w, events.RoleOrchestrator, "", "task.transition", `{"taskId":"W","to":"queued","reason":"retry"}`)
+				mustDo(t, w, events.RoleOrchestrator, "", "task.transition",
+					`{"taskId":"W","to":"queued","reason":"retry"}`)
 				mustDo(t, w, events.RoleOrchestrator, "", "task.transition", `{"taskId":"W","to":"running"}`)
 			}
 			if tc.retryAfter {
 				retry()
 			}
-			sub := mustDo(t, w, events.RoleWorker, "W", "delegate.request", `{"prompt":"p"}`).result.(*DelegateResult).GrandchildTaskRef
+			sub := mustDo(t, w, events.RoleWorker, "W", "delegate.request",
+				`{"prompt":"p"}`).result.(*DelegateResult).GrandchildTaskRef
 			if tc.retryBefore {
 				retry()
 			}
@@ -65,7 +68,8 @@ func TestARetriedTasksEarlierDelegationsSettleIntoTheRunInbox(t *testing.T) {
 				require.NoError(t, err)
 				require.NotEmpty(t, out.events, "the delegation is timed out")
 			} else {
-				out = mustDo(t, w, events.RoleOrchestrator, "", "delegate.settle", `{"subId":"`+sub+`","outcome":"ok","text":"done"}`)
+				out = mustDo(t, w, events.RoleOrchestrator, "", "delegate.settle",
+					`{"subId":"`+sub+`","outcome":"ok","text":"done"}`)
 				res := out.result.(*SettleResult)
 				require.Equal(t, tc.to, res.To)
 				require.Equal(t, tc.to == events.RunInbox, res.Rerouted)

@@ -39,7 +39,8 @@ func sendRetried(t *testing.T, f *engineFixture) []*retried {
 	t.Helper()
 	f.seedRunAs(retryRun)
 	f.seedRunAs(retryOther)
-	adm, orch, orchQ := events.AdminPrincipal(), events.OrchestratorPrincipal(retryRun), events.OrchestratorPrincipal(retryOther)
+	adm, orch, orchQ := events.AdminPrincipal(), events.OrchestratorPrincipal(retryRun),
+		events.OrchestratorPrincipal(retryOther)
 	wk := events.WorkerPrincipal(retryRun, "02_exec")
 	task := func(run, id string) Command {
 		return &TaskCreate{RunID: run, TaskID: id, Role: "executor", Agent: "a", Title: "t", Cwd: "/w", StepID: "s"}
@@ -57,7 +58,8 @@ func sendRetried(t *testing.T, f *engineFixture) []*retried {
 			other: &TaskUsage{RunID: retryRun, TaskID: "02_exec", Input: 6, Output: 1, Turns: 1}},
 		{req: as(wk, "delegate", &DelegateRequest{RunID: retryRun, TaskID: "02_exec", Prompt: "p"}),
 			other: &DelegateRequest{RunID: retryRun, TaskID: "02_exec", Prompt: "q"}},
-		{req: as(wk, "denied", &DelegateRequest{RunID: retryRun, TaskID: "02_exec", Prompt: "p", Role: ptr("reviewer")}),
+		{req: as(wk, "denied", &DelegateRequest{RunID: retryRun, TaskID: "02_exec", Prompt: "p",
+			Role: ptr("reviewer")}),
 			other: &DelegateRequest{RunID: retryRun, TaskID: "02_exec", Prompt: "p", Role: ptr("planner")}},
 	}
 	for _, r := range rs {
@@ -214,7 +216,8 @@ func TestARefusedRequestIsAnsweredItsRecordedOutcome(t *testing.T) {
 		require.Equal(t, reusedID(), f.submit(req).Rejected)
 	}
 	fresh := as(events.OrchestratorPrincipal(retryRun), "fresh",
-		&TaskCreate{RunID: retryRun, TaskID: "03_c", Role: "executor", Agent: "a", Title: "t", Cwd: "/w", StepID: "s"})
+		&TaskCreate{RunID: retryRun, TaskID: "03_c", Role: "executor", Agent: "a", Title: "t", Cwd: "/w",
+			StepID: "s"})
 	for _, id := range []string{"fresh", ""} {
 		req := fresh
 		req.CommandID, req.Refused = id, refusal
@@ -234,7 +237,9 @@ func TestARefusedRequestIsAnsweredItsRecordedOutcome(t *testing.T) {
 			outcomes[c]++
 		}
 	}
-	require.Equal(t, 2, outcomes[CommandReport{Method: "task.create", Outcome: OutcomeRejected, Reason: reasonRefused}],
+	require.Equal(t, 2, outcomes[CommandReport{Method: "task.create", Outcome: OutcomeRejected,
+		Reason: reasonRefused}],
 		"the refusals are reported as the caller's")
-	require.Zero(t, outcomes[CommandReport{Method: "task.create", Outcome: OutcomeError}], "not as errors of the engine")
+	require.Zero(t, outcomes[CommandReport{Method: "task.create", Outcome: OutcomeError}],
+		"not as errors of the engine")
 }

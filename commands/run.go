@@ -52,8 +52,8 @@ func (c *RunCreate) decide(s *projections.State, env *Env) (Decision, error) {
 	if bad := budgetProblem(c.BudgetTotal, c.BudgetWarning, c.BudgetAbort); bad != "" {
 		return Decision{}, badParams("run.create: %s", bad)
 	}
-	if err := checkText(c.Kind(), textField{"goal", c.Goal, MaxBodyChars}, textField{"workflow", c.Workflow, MaxIDChars},
-		textField{"cwd", c.Cwd, MaxCwdChars}); err != nil {
+	if err := checkText(c.Kind(), textField{"goal", c.Goal, MaxBodyChars},
+		textField{"workflow", c.Workflow, MaxIDChars}, textField{"cwd", c.Cwd, MaxCwdChars}); err != nil {
 		return Decision{}, err
 	}
 	if _, exists := s.Run(id); exists {
@@ -90,9 +90,12 @@ func fraction(f *float64) bool { return f == nil || events.BudgetFractionOK(*f) 
 
 // runTransitions is the D§2.2 machine (from === to is always allowed).
 var runTransitions = map[projections.RunStatus][]projections.RunStatus{
-	projections.RunQueued:    {projections.RunPlanning, projections.RunRunning, projections.RunCancelled, projections.RunFailed},
-	projections.RunPlanning:  {projections.RunRunning, projections.RunBlocked, projections.RunCancelled, projections.RunFailed},
-	projections.RunRunning:   {projections.RunBlocked, projections.RunCompleted, projections.RunFailed, projections.RunCancelled},
+	projections.RunQueued: {projections.RunPlanning, projections.RunRunning, projections.RunCancelled,
+		projections.RunFailed},
+	projections.RunPlanning: {projections.RunRunning, projections.RunBlocked, projections.RunCancelled,
+		projections.RunFailed},
+	projections.RunRunning: {projections.RunBlocked, projections.RunCompleted, projections.RunFailed,
+		projections.RunCancelled},
 	projections.RunBlocked:   {projections.RunRunning, projections.RunCancelled, projections.RunFailed},
 	projections.RunCompleted: {projections.RunRunning, projections.RunCancelled},
 	projections.RunFailed:    {projections.RunRunning, projections.RunCancelled},
@@ -130,7 +133,8 @@ func (c *RunTransition) decide(s *projections.State, env *Env) (Decision, error)
 	if to != run.Status && !contains(runTransitions[run.Status], to) {
 		return Decision{}, badParams("run.transition: run %s cannot go from %s to %s", c.RunID, run.Status, to)
 	}
-	evs := []events.Event{env.event(c.RunID, typ, runStatusPayload(to, events.RunStatusChanged{Summary: c.Summary, Reason: c.Reason}))}
+	evs := []events.Event{env.event(c.RunID, typ,
+		runStatusPayload(to, events.RunStatusChanged{Summary: c.Summary, Reason: c.Reason}))}
 	if to.Stale() {
 		evs = append(evs, cancelInFlight(s, env, c.RunID, fmt.Sprintf("run %s", to))...)
 		evs = append(evs, closeRunQuestions(s, env, c.RunID)...)

@@ -17,7 +17,8 @@ func givenEvents(t testing.TB, s *projections.State, payloads ...any) {
 		typ, ok := events.TypeOf(p)
 		require.True(t, ok, "%T", p)
 		projections.Apply(s, events.Event{Position: s.Position + 1, Stream: "R", Type: typ,
-			SchemaVersion: events.SchemaVersion(typ), Time: 1e18, Actor: events.Actor{Role: events.RoleAdmin}, Payload: p})
+			SchemaVersion: events.SchemaVersion(typ), Time: 1e18, Actor: events.Actor{Role: events.RoleAdmin},
+			Payload: p})
 	}
 }
 

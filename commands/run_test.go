@@ -17,13 +17,15 @@ func TestRunCreateRunIDFitsItsStream(t *testing.T) {
 		n  int
 		ok bool
 	}{{1, true}, {eventlog.MaxStreamLen, true}, {eventlog.MaxStreamLen + 1, false}, {MaxIDChars + 1, false}} {
-		dec, err := Decide(projections.New(), &RunCreate{RunID: strings.Repeat("r", tc.n), Team: "t", Goal: "g", Cwd: "/w"}, fxEnv())
+		dec, err := Decide(projections.New(), &RunCreate{RunID: strings.Repeat("r", tc.n), Team: "t", Goal: "g",
+			Cwd: "/w"}, fxEnv())
 		if tc.ok {
 			require.NoError(t, err, "%d", tc.n)
 			require.Len(t, dec.Events, 1)
 			continue
 		}
-		fxRejected(t, dec, err, CodeBadParams, "invalid-params", "run.create: runId must be 1..255 chars of [A-Za-z0-9_-]")
+		fxRejected(t, dec, err, CodeBadParams, "invalid-params",
+			"run.create: runId must be 1..255 chars of [A-Za-z0-9_-]")
 	}
 }
 
@@ -35,12 +37,14 @@ func TestRunCreateBudgetTotalBound(t *testing.T) {
 		ok    bool
 	}{{0, true}, {MaxBudgetTotal, true}, {MaxBudgetTotal + 1, false}, {1<<63 - 1, false}, {-1, false}} {
 		total := tc.total
-		dec, err := Decide(projections.New(), &RunCreate{RunID: "r", Team: "t", Goal: "g", Cwd: "/w", BudgetTotal: &total}, fxEnv())
+		dec, err := Decide(projections.New(), &RunCreate{RunID: "r", Team: "t", Goal: "g", Cwd: "/w",
+			BudgetTotal: &total}, fxEnv())
 		if tc.ok {
 			require.NoError(t, err, "%d", tc.total)
 			require.Len(t, dec.Events, 1)
 			continue
 		}
-		fxRejected(t, dec, err, CodeBadParams, "invalid-params", "run.create: budgetTotal must be an integer in 0..9007199254740992")
+		fxRejected(t, dec, err, CodeBadParams, "invalid-params",
+			"run.create: budgetTotal must be an integer in 0..9007199254740992")
 	}
 }

@@ -56,7 +56,8 @@ func (w *scenarioWorld) newID() string {
 
 func (w *scenarioWorld) env(actor events.Actor) Env {
 	w.commands++
-	return Env{Config: w.s.Config(), Now: w.now, NewID: w.newID, Actor: actor, CommandID: fmt.Sprintf("cmd-%d", w.commands)}
+	return Env{Config: w.s.Config(), Now: w.now, NewID: w.newID, Actor: actor,
+		CommandID: fmt.Sprintf("cmd-%d", w.commands)}
 }
 
 // commit gives evs their positions and stream versions, passes each payload
@@ -195,7 +196,8 @@ func (w *scenarioWorld) when(role, runID, taskID, method string, params json.Raw
 			return scenarioOutcome{err: rej}, nil
 		case errors.Is(err, ErrUnknownMethod):
 			// Shown as the broker answers it.
-			return scenarioOutcome{err: &RejectedError{Code: "not-implemented", Reason: "unknown-method", Message: err.Error()}}, nil
+			return scenarioOutcome{err: &RejectedError{Code: "not-implemented", Reason: "unknown-method",
+				Message: err.Error()}}, nil
 		}
 		return scenarioOutcome{}, fmt.Errorf("ParseCommand returned a non-rejection error: %w", err)
 	}
@@ -321,7 +323,8 @@ func (w *scenarioWorld) checkInvariants() error {
 		for _, a := range w.s.Ledger(run.RunID) {
 			key := run.RunID + "/" + a.TaskID
 			if a.TokensSpent != a.Reserved+a.Charged {
-				return fmt.Errorf("account %s: spent %d != reserved %d + charged %d", key, a.TokensSpent, a.Reserved, a.Charged)
+				return fmt.Errorf("account %s: spent %d != reserved %d + charged %d", key, a.TokensSpent,
+					a.Reserved, a.Charged)
 			}
 			if g, seen := w.granted[key]; seen && g != a.TokensGranted {
 				return fmt.Errorf("account %s: tokensGranted changed from %d to %d", key, g, a.TokensGranted)

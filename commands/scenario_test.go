@@ -129,7 +129,8 @@ func scenarioWord(line string) (word, rest string) {
 
 // scenarioDirectives are the words that end a then block.
 var scenarioDirectives = map[string]bool{
-	"case": true, "config": true, "given": true, "clock": true, "when": true, "tick": true, "rebuild": true, "then": true,
+	"case": true, "config": true, "given": true, "clock": true, "when": true, "tick": true, "rebuild": true,
+	"then": true,
 }
 
 type scenarioRunner struct {
@@ -285,9 +286,11 @@ func (r *scenarioRunner) then(l scenarioLine, header string, block []scenarioLin
 		r.sawOutcome = true
 		actual = r.renderOutcome()
 		if args[0] == "error" {
-			ok = r.last.err != nil && strings.Join(append([]string{"then " + header}, linesText(block)...), "\n") == strings.Join(actual, "\n")
+			ok = r.last.err != nil && strings.Join(append([]string{"then " + header}, linesText(block)...),
+				"\n") == strings.Join(actual, "\n")
 		} else {
-			ok = r.last.err == nil && jsonEqual(strings.TrimPrefix(header, "result")+"\n"+expected, scenarioJSON(r.last.result))
+			ok = r.last.err == nil && jsonEqual(strings.TrimPrefix(header, "result")+"\n"+expected,
+				scenarioJSON(r.last.result))
 		}
 	case "state":
 		if len(args) < 2 {
@@ -308,7 +311,8 @@ func (r *scenarioRunner) then(l scenarioLine, header string, block []scenarioLin
 		}
 		var entries []string
 		for _, ev := range r.w.log[min(from-1, len(r.w.log)):min(to, len(r.w.log))] {
-			entries = append(entries, fmt.Sprintf("%d %s %s %s", ev.Position, ev.Stream, ev.Type, scenarioJSON(ev.Payload)))
+			entries = append(entries, fmt.Sprintf("%d %s %s %s", ev.Position, ev.Stream, ev.Type,
+				scenarioJSON(ev.Payload)))
 		}
 		if len(entries) == 0 {
 			actual = []string{fmt.Sprintf("then log %d %d none", from, to)}

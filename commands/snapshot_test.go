@@ -32,12 +32,16 @@ func TestSnapshotDue(t *testing.T) {
 		{"no snapshot, before every", snapshotMark{}, every - 1, 0, false},
 		{"no snapshot, at every", snapshotMark{}, every, 0, true},
 		{"small snapshot, every events after it", snapshotMark{Position: 500, Records: 10}, 500 + every, 0, true},
-		{"small snapshot, one event short of every", snapshotMark{Position: 500, Records: 10}, 500 + every - 1, 0, false},
+		{"small snapshot, one event short of every", snapshotMark{Position: 500, Records: 10},
+			500 + every - 1, 0, false},
 		{"large snapshot, every events after it", snapshotMark{Position: 500, Records: 1000}, 500 + every, 0, false},
-		{"large snapshot, one event short of k times it", snapshotMark{Position: 500, Records: 1000}, 500 + snapshotGrowth*1000 - 1, 0, false},
-		{"large snapshot, k times it after it", snapshotMark{Position: 500, Records: 1000}, 500 + snapshotGrowth*1000, 0, true},
+		{"large snapshot, one event short of k times it", snapshotMark{Position: 500, Records: 1000},
+			500 + snapshotGrowth*1000 - 1, 0, false},
+		{"large snapshot, k times it after it", snapshotMark{Position: 500, Records: 1000},
+			500 + snapshotGrowth*1000, 0, true},
 		{"large snapshot, runs went cold", snapshotMark{Position: 500, Records: 1000}, 501, snapshotAfterCold, true},
-		{"one run short of the cold trigger", snapshotMark{Position: 500, Records: 1000}, 501, snapshotAfterCold - 1, false},
+		{"one run short of the cold trigger", snapshotMark{Position: 500, Records: 1000}, 501,
+			snapshotAfterCold - 1, false},
 		{"no snapshot, runs went cold at once", snapshotMark{}, 1, snapshotAfterCold, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -93,8 +97,10 @@ func (r *snapshotRecorder) Snapshotted(position uint64, _ int, _ time.Time) {
 func delegateAndSettle(t *testing.T, f *engineFixture, run string, from, n int) {
 	t.Helper()
 	for i := from; i < from+n; i++ {
-		r, err := f.eng.Submit(context.Background(), Request{Principal: events.WorkerPrincipal(run, "02_exec"), CommandID: fmt.Sprintf("d-%d", i),
-			Actor: worker("02_exec"), Command: &DelegateRequest{RunID: run, TaskID: "02_exec", Prompt: "find X", BudgetTokens: ptr(int64(10))}})
+		r, err := f.eng.Submit(context.Background(),
+			Request{Principal: events.WorkerPrincipal(run, "02_exec"), CommandID: fmt.Sprintf("d-%d", i),
+				Actor: worker("02_exec"), Command: &DelegateRequest{RunID: run, TaskID: "02_exec", Prompt: "find X",
+					BudgetTokens: ptr(int64(10))}})
 		require.NoError(t, err)
 		require.Nil(t, r.Rejected)
 		var res DelegateResult
@@ -133,7 +139,8 @@ func TestEngineSnapshotWorkIsAmortisedOverTheEvents(t *testing.T) {
 	require.NoError(t, err)
 	defer l.Close()
 	rec := &snapshotRecorder{log: l}
-	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: 50, Observer: rec})
+	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: 50,
+		Observer: rec})
 	require.NoError(t, err)
 	f := &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}
 	f.seedRun("R", 1<<40)
@@ -207,7 +214,8 @@ func TestEngineRestartsAfterTheLongestTail(t *testing.T) {
 	require.Equal(t, snap.Position, info.SnapshotPosition)
 	require.Equal(t, head-snap.Position, info.Replayed)
 	require.Greater(t, info.Replayed, uint64(every), "a tail longer than SnapshotEvery")
-	require.LessOrEqual(t, info.Replayed, uint64(snapshotGrowth*info.SnapshotRecords), "the tail within k × the snapshot")
+	require.LessOrEqual(t, info.Replayed, uint64(snapshotGrowth*info.SnapshotRecords),
+		"the tail within k × the snapshot")
 	f.eng.Read(func(s *projections.State) { require.Equal(t, want, whole(t, s)) })
 	full := projections.New()
 	require.NoError(t, projections.Replay(full, l, 0))
@@ -293,7 +301,8 @@ func TestEngineTellsTheObserverASnapshotStarts(t *testing.T) {
 	defer l.Close()
 	rec := &startRecorder{snapshotRecorder: snapshotRecorder{log: l}}
 	clock := newTestClock()
-	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: 50, Observer: rec})
+	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: 50,
+		Observer: rec})
 	require.NoError(t, err)
 	f := &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}
 	f.seedRun("R", 1<<40)
@@ -317,7 +326,8 @@ func TestEngineSavesNoSnapshotWhileSpaceIsLow(t *testing.T) {
 	defer l.Close()
 	clock := newTestClock()
 	guard := &spaceGuard{}
-	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: 50, Space: guard})
+	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: 50,
+		Space: guard})
 	require.NoError(t, err)
 	f := &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}
 	f.seedRun("R", 1<<40)
@@ -335,7 +345,8 @@ func TestEngineSavesNoSnapshotWhileSpaceIsLow(t *testing.T) {
 	require.ErrorIs(t, err, eventlog.ErrNotFound, "no snapshot was saved while space was low")
 
 	guard.low.Store(false)
-	e, err = Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: 50, Space: guard})
+	e, err = Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: 50,
+		Space: guard})
 	require.NoError(t, err)
 	require.NoError(t, e.Close())
 	snap, err := l.LatestSnapshot()
@@ -356,7 +367,8 @@ func TestEngineSnapshotsWhileGroupsArePublished(t *testing.T) {
 	l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
 	require.NoError(t, err)
 	snaps := &snapshotCounter{first: make(chan struct{})}
-	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), SnapshotEvery: 25, ExpiryInterval: -1, Observer: snaps})
+	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), SnapshotEvery: 25, ExpiryInterval: -1,
+		Observer: snaps})
 	require.NoError(t, err)
 	submit := func(c Command) error {
 		r, err := e.Submit(context.Background(), Request{Actor: orchestrator, Command: c})
@@ -380,7 +392,8 @@ func TestEngineSnapshotsWhileGroupsArePublished(t *testing.T) {
 			}
 			task := fmt.Sprintf("%02d_step", i)
 			err = errors.Join(
-				submit(&TaskCreate{RunID: run, TaskID: task, Role: "executor", Agent: "a", Title: "t", Cwd: "/w", StepID: "s"}),
+				submit(&TaskCreate{RunID: run, TaskID: task, Role: "executor", Agent: "a", Title: "t", Cwd: "/w",
+					StepID: "s"}),
 				submit(&TaskTransition{RunID: run, TaskID: task, To: "running"}),
 				submit(&TaskTransition{RunID: run, TaskID: task, To: "completed"}))
 		}

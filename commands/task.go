@@ -34,8 +34,8 @@ func (c *TaskCreate) decide(s *projections.State, env *Env) (Decision, error) {
 	case !safeID(c.TaskID) || c.TaskID == events.OrchestratorKey:
 		return Decision{}, badParams("task.create: taskId must be 1..%d chars of [A-Za-z0-9_-]", MaxIDChars)
 	case events.RecipientName(c.TaskID):
-		return Decision{}, badParams("task.create: taskId %q is a recipient name of msg.send (%q, %q, %q), not a task's",
-			c.TaskID, ToParent, ToAll, ToGroup)
+		return Decision{}, badParams("task.create: taskId %q is a recipient name of msg.send (%q, %q, %q), "+
+			"not a task's", c.TaskID, ToParent, ToAll, ToGroup)
 	case c.Role == "" || c.Agent == "":
 		return Decision{}, badParams("task.create: role and agent are required")
 	case !events.DepthOK(c.Depth):
@@ -66,7 +66,8 @@ func (c *TaskCreate) decide(s *projections.State, env *Env) (Decision, error) {
 		// stepId; shadow tasks come from delegate.admitted.
 		StepID: c.StepID, Depth: c.Depth, Model: c.Model, Kind: events.TaskKindWorkflow,
 	})
-	return Decision{Events: []events.Event{ev}, Result: map[string]any{"ok": true, "taskId": c.TaskID, "status": "queued"}}, nil
+	return Decision{Events: []events.Event{ev}, Result: map[string]any{"ok": true, "taskId": c.TaskID,
+		"status": "queued"}}, nil
 }
 
 // taskTransitions is the D§2.4 machine, less the terminal → non-terminal
@@ -74,9 +75,12 @@ func (c *TaskCreate) decide(s *projections.State, env *Env) (Decision, error) {
 // terminal status), and less → waiting / waiting → running, which belong to
 // asks (wait.request / wait.resolve).
 var taskTransitions = map[projections.TaskStatus][]projections.TaskStatus{
-	projections.TaskQueued:         {projections.TaskRunning, projections.TaskCancelled, projections.TaskSkipped, projections.TaskFailed},
-	projections.TaskRunning:        {projections.TaskCompleted, projections.TaskFailed, projections.TaskCancelled, projections.TaskQueued, projections.TaskNeedsAttention},
-	projections.TaskWaiting:        {projections.TaskQueued, projections.TaskCompleted, projections.TaskFailed, projections.TaskCancelled},
+	projections.TaskQueued: {projections.TaskRunning, projections.TaskCancelled, projections.TaskSkipped,
+		projections.TaskFailed},
+	projections.TaskRunning: {projections.TaskCompleted, projections.TaskFailed, projections.TaskCancelled,
+		projections.TaskQueued, projections.TaskNeedsAttention},
+	projections.TaskWaiting: {projections.TaskQueued, projections.TaskCompleted, projections.TaskFailed,
+		projections.TaskCancelled},
 	projections.TaskCompleted:      {projections.TaskQueued},
 	projections.TaskFailed:         {projections.TaskQueued, projections.TaskCancelled},
 	projections.TaskCancelled:      {projections.TaskQueued},
@@ -133,7 +137,8 @@ func (c *TaskTransition) decide(s *projections.State, env *Env) (Decision, error
 		return Decision{}, reject(CodeNoTask, "no-task", "task %q not found in run %q", c.TaskID, c.RunID)
 	}
 	if t.Shadow() {
-		return Decision{}, badParams("task.transition: %s is a delegation's shadow task; settle or cancel the delegation", c.TaskID)
+		return Decision{}, badParams("task.transition: %s is a delegation's shadow task; settle or cancel the "+
+			"delegation", c.TaskID)
 	}
 	to := projections.TaskStatus(c.To)
 	if !contains(taskTransitions[t.Status], to) {
@@ -148,7 +153,8 @@ func (c *TaskTransition) decide(s *projections.State, env *Env) (Decision, error
 	var p any
 	switch to {
 	case projections.TaskRunning:
-		typ, p = events.TypeTaskStarted, &events.TaskStarted{TaskID: c.TaskID, Role: t.Role, Agent: t.Agent, Cwd: c.Cwd}
+		typ, p = events.TypeTaskStarted, &events.TaskStarted{TaskID: c.TaskID, Role: t.Role,
+			Agent: t.Agent, Cwd: c.Cwd}
 	case projections.TaskCompleted:
 		typ, p = events.TypeTaskCompleted, &events.TaskCompleted{TaskID: c.TaskID}
 	case projections.TaskFailed:

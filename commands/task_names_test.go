@@ -16,12 +16,14 @@ func TestTaskCreateRefusesARecipientName(t *testing.T) {
 	for _, id := range []string{ToParent, ToAll, ToGroup, "orchestrator"} {
 		t.Run(id, func(t *testing.T) {
 			l := fxRunning(t, 0)
-			dec, err := fxDecide(t, l.s, &TaskCreate{RunID: fxRun, TaskID: id, Role: "executor", Agent: "executor", Cwd: "/w"})
+			dec, err := fxDecide(t, l.s, &TaskCreate{RunID: fxRun, TaskID: id, Role: "executor",
+				Agent: "executor", Cwd: "/w"})
 			fxRejected(t, dec, err, CodeBadParams, "invalid-params", "task.create: taskId")
 		})
 	}
 	l := fxRunning(t, 0)
-	dec, err := fxDecide(t, l.s, &TaskCreate{RunID: fxRun, TaskID: "parents", Role: "executor", Agent: "executor", Cwd: "/w"})
+	dec, err := fxDecide(t, l.s, &TaskCreate{RunID: fxRun, TaskID: "parents", Role: "executor",
+		Agent: "executor", Cwd: "/w"})
 	require.NoError(t, err, "only the names themselves are taken")
 	require.Len(t, dec.Events, 1)
 }

@@ -48,12 +48,24 @@ func TestFreeTextBounds(t *testing.T) {
 		{"task.create", "cwd", MaxCwdChars, task("cwd")},
 		{"task.create", "stepId", MaxIDChars, task("stepId")},
 		{"task.create", "model", MaxModelChars, task("model")},
-		{"run.transition", "summary", MaxStatusTextChars, func(x string) string { return `{"to":"running","summary":` + x + `}` }},
-		{"run.transition", "reason", MaxStatusTextChars, func(x string) string { return `{"to":"cancelled","reason":` + x + `}` }},
-		{"task.transition", "error", MaxStatusTextChars, func(x string) string { return `{"taskId":"W","to":"failed","error":` + x + `}` }},
-		{"task.transition", "reason", MaxStatusTextChars, func(x string) string { return `{"taskId":"W","to":"cancelled","reason":` + x + `}` }},
-		{"task.transition", "cwd", MaxCwdChars, func(x string) string { return `{"taskId":"Q","to":"running","cwd":` + x + `}` }},
-		{"delegate.cancel", "reason", MaxStatusTextChars, func(x string) string { return `{"subId":"gc-00000001","reason":` + x + `}` }},
+		{"run.transition", "summary", MaxStatusTextChars, func(x string) string {
+			return `{"to":"running","summary":` + x + `}`
+		}},
+		{"run.transition", "reason", MaxStatusTextChars, func(x string) string {
+			return `{"to":"cancelled","reason":` + x + `}`
+		}},
+		{"task.transition", "error", MaxStatusTextChars, func(x string) string {
+			return `{"taskId":"W","to":"failed","error":` + x + `}`
+		}},
+		{"task.transition", "reason", MaxStatusTextChars, func(x string) string {
+			return `{"taskId":"W","to":"cancelled","reason":` + x + `}`
+		}},
+		{"task.transition", "cwd", MaxCwdChars, func(x string) string {
+			return `{"taskId":"Q","to":"running","cwd":` + x + `}`
+		}},
+		{"delegate.cancel", "reason", MaxStatusTextChars, func(x string) string {
+			return `{"subId":"gc-00000001","reason":` + x + `}`
+		}},
 		{"proxy.complete", "requestId", MaxRequestIDChars, func(x string) string {
 			return `{"jobId":"J","requestId":` + x + `,"nonce":"secret-1","result":{"content":[]}}`
 		}},
@@ -199,7 +211,8 @@ func TestRecordedBoundsCountChars(t *testing.T) {
 			require.Empty(t, past.RequestID)
 			require.Equal(t, MaxRequestIDChars+1, past.RequestIDChars)
 
-			b, _ := json.Marshal(map[string]string{"jobId": "J", "requestId": "", "nonce": "secret-1", "tool": name + name})
+			b, _ := json.Marshal(map[string]string{"jobId": "J", "requestId": "", "nonce": "secret-1",
+				"tool": name + name})
 			o := w.send(loopRequest{events.RoleWorker, "proxy.request", string(b)})
 			require.NotNil(t, o.err)
 			p := events.PayloadAs[events.ProxyRejected](o.events[0])

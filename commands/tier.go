@@ -192,8 +192,8 @@ func (e *Engine) writeMissingViews(store *projections.ColdStore) {
 		h.missingViews()
 	}
 	failed := func(run string, err error) {
-		e.opts.Logger.Warn("missing views of cold runs not written; they are re-folded when read, and tried again later",
-			"run", run, "err", err, "retryAfterEvictionPasses", e.putOffMissingViews())
+		e.opts.Logger.Warn("missing views of cold runs not written; they are re-folded when read, and tried "+
+			"again later", "run", run, "err", err, "retryAfterEvictionPasses", e.putOffMissingViews())
 	}
 	start, n := time.Now(), 0
 	after := "" // NB: each batch goes on after the last: a run added before it meanwhile waits for the next pass
@@ -205,14 +205,16 @@ func (e *Engine) writeMissingViews(store *projections.ColdStore) {
 			after = v.ID()
 			select {
 			case <-e.quit:
-				e.opts.Logger.Info("writing the missing views of cold runs stopped by close", "written", n, "left", store.ViewsMissing())
+				e.opts.Logger.Info("writing the missing views of cold runs stopped by close", "written", n, "left",
+					store.ViewsMissing())
 				return
 			default:
 			}
 			err := store.WriteMissingView(v)
 			if errors.Is(err, eventlog.ErrCorrupt) {
 				// NB: the run left the set: the others after it are written all the same.
-				e.opts.Logger.Warn("the view of a cold run its log does not give back is not written", "run", v.ID(), "err", err)
+				e.opts.Logger.Warn("the view of a cold run its log does not give back is not written", "run",
+					v.ID(), "err", err)
 				continue
 			}
 			if err != nil {
@@ -234,7 +236,8 @@ func (e *Engine) writeMissingViews(store *projections.ColdStore) {
 		}
 	}
 	e.missingViewsBackoff = 0
-	e.opts.Logger.Info("missing views of cold runs written", "runs", n, "took", time.Since(start).Round(time.Millisecond))
+	e.opts.Logger.Info("missing views of cold runs written", "runs", n, "took",
+		time.Since(start).Round(time.Millisecond))
 	if e.opts.SnapshotEvery >= 0 && e.snapping.CompareAndSwap(false, true) {
 		e.saveSnapshot()
 		e.snapping.Store(false)

@@ -38,17 +38,22 @@ func tierWorkload(t *testing.T, f *engineFixture) {
 	must(admin, &Configure{Config: cfg})
 	for i := 0; i < tierRuns; i++ {
 		run := fmt.Sprintf("T%02d", i)
-		must(admin, &RunCreate{RunID: run, Team: "t", Goal: "g", Cwd: "/w", BudgetTotal: optBudget(int64(100000 * (i % 3)))})
+		must(admin, &RunCreate{RunID: run, Team: "t", Goal: "g", Cwd: "/w",
+			BudgetTotal: optBudget(int64(100000 * (i % 3)))})
 		must(orchestrator, &RunTransition{RunID: run, To: "running"})
-		must(orchestrator, &TaskCreate{RunID: run, TaskID: "02_exec", Role: "executor", Agent: "a", Title: "x", Cwd: "/w", StepID: "s"})
-		must(orchestrator, &TaskCreate{RunID: run, TaskID: "03_rev", Role: "reviewer", Agent: "a", Title: "y", Cwd: "/w", StepID: "r"})
+		must(orchestrator, &TaskCreate{RunID: run, TaskID: "02_exec", Role: "executor", Agent: "a", Title: "x",
+			Cwd: "/w", StepID: "s"})
+		must(orchestrator, &TaskCreate{RunID: run, TaskID: "03_rev", Role: "reviewer", Agent: "a", Title: "y",
+			Cwd: "/w", StepID: "r"})
 		must(orchestrator, &TaskTransition{RunID: run, TaskID: "02_exec", To: "running"})
 		must(admin, &CredentialIssue{RunID: run, TaskID: "02_exec", Digest: fmt.Sprintf("%064x", i)})
-		must(worker("02_exec"), &TaskUsage{RunID: run, TaskID: "02_exec", Input: int64(100 * i), Output: 10, Turns: 1})
+		must(worker("02_exec"), &TaskUsage{RunID: run, TaskID: "02_exec", Input: int64(100 * i),
+			Output: 10, Turns: 1})
 		must(orchestrator, &MessageSend{RunID: run, To: []string{"02_exec"}, Body: "start " + run})
 		must(worker("02_exec"), &MessageSend{RunID: run, FromTask: "02_exec", To: []string{"03_rev"}, Body: "look"})
 		var q WaitResult
-		require.NoError(t, json.Unmarshal(must(worker("02_exec"), &WaitRequest{RunID: run, TaskID: "02_exec", Question: "ok?", TimeoutSec: ptr(60.0)}).Result, &q))
+		require.NoError(t, json.Unmarshal(must(worker("02_exec"),
+			&WaitRequest{RunID: run, TaskID: "02_exec", Question: "ok?", TimeoutSec: ptr(60.0)}).Result, &q))
 		if i%2 == 0 {
 			must(orchestrator, &WaitResolve{RunID: run, TaskID: "02_exec", QuestionID: q.QuestionID})
 		}
@@ -56,20 +61,23 @@ func tierWorkload(t *testing.T, f *engineFixture) {
 		// when it ends; every other run gets the last, and is refused
 		// another (and waits).
 		for k := 0; k < 2; k++ {
-			submit(worker("02_exec"), &DelegateRequest{RunID: run, TaskID: "02_exec", Prompt: "p", BudgetTokens: ptr(int64(500))})
+			submit(worker("02_exec"), &DelegateRequest{RunID: run, TaskID: "02_exec", Prompt: "p",
+				BudgetTokens: ptr(int64(500))})
 		}
 		var mine []projections.Delegation
 		f.eng.Read(func(s *projections.State) { mine = s.Delegations(run) })
 		for _, d := range mine {
 			if run != "T00" && run != "T02" && !d.Status.Terminal() {
 				must(orchestrator, &DelegateSpawned{RunID: run, SubID: d.SubID, PID: 100 + i})
-				must(orchestrator, &DelegateSettle{RunID: run, SubID: d.SubID, Outcome: OutcomeOK, Text: "done", UsageTokens: ptr(int64(700))})
+				must(orchestrator, &DelegateSettle{RunID: run, SubID: d.SubID, Outcome: OutcomeOK, Text: "done",
+					UsageTokens: ptr(int64(700))})
 			}
 		}
 		var box projections.MailboxPage
 		f.eng.Read(func(s *projections.State) { box, _ = s.Mailbox(run, "02_exec", projections.MailboxFilter{}) })
 		if len(box.Messages) > 0 && i%3 == 1 {
-			must(orchestrator, &MailboxAck{RunID: run, Recipient: "02_exec", MessageIDs: []string{box.Messages[0].ID}})
+			must(orchestrator, &MailboxAck{RunID: run, Recipient: "02_exec",
+				MessageIDs: []string{box.Messages[0].ID}})
 		}
 		if i >= 2 {
 			end := []string{"completed", "failed", "cancelled"}[i%3]
@@ -139,7 +147,8 @@ func TestTieredStateAnswersAsTheFullFold(t *testing.T) {
 	open := func() *engineFixture {
 		l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
 		require.NoError(t, err)
-		e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: -1, Retention: -1})
+		e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: -1,
+			Retention: -1})
 		require.NoError(t, err)
 		f := &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}
 		t.Cleanup(f.close)
@@ -156,25 +165,31 @@ func TestTieredStateAnswersAsTheFullFold(t *testing.T) {
 			require.Zero(t, s.ColdInMemory(), "%s: their summaries are in the index", what)
 			projectionstest.RequireSame(t, want, projectionstest.Answers(t, s, now), what+": live")
 		})
-		rebuilt, _, err := projections.LoadTiered(f.log, projections.Tiering{NoSnapshot: true, Now: now, RefoldOnly: true})
+		rebuilt, _, err := projections.LoadTiered(f.log,
+			projections.Tiering{NoSnapshot: true, Now: now, RefoldOnly: true})
 		require.NoError(t, err)
 		require.Positive(t, rebuilt.ColdRuns(), "%s: the fold from position 1 made runs cold", what)
-		projectionstest.RequireSame(t, want, projectionstest.Answers(t, rebuilt, now), what+": rebuilt from position 1")
+		projectionstest.RequireSame(t, want, projectionstest.Answers(t, rebuilt, now),
+			what+": rebuilt from position 1")
 		// The same rebuild writing the index of cold runs' summaries, as
 		// the engine's does: the runs list pages it.
-		indexed, _, err := projections.LoadTiered(f.log, projections.Tiering{NoSnapshot: true, Now: now, SaveViews: true, Index: true})
+		indexed, _, err := projections.LoadTiered(f.log,
+			projections.Tiering{NoSnapshot: true, Now: now, SaveViews: true, Index: true})
 		require.NoError(t, err)
 		require.Positive(t, indexed.ColdRuns(), what)
-		projectionstest.RequireSame(t, want, projectionstest.Answers(t, indexed, now), what+": rebuilt from position 1, index written")
+		projectionstest.RequireSame(t, want, projectionstest.Answers(t, indexed, now),
+			what+": rebuilt from position 1, index written")
 		// Every cold run read back from the view the engine wrote when it
 		// went cold (or when it was last re-folded), none re-folded.
 		views := f.viewsWritten()
 		views.SetColdStore(projections.NewColdStore(f.log, 0))
-		projectionstest.RequireSame(t, want, projectionstest.Answers(t, views, now), what+": cold runs read from their views")
+		projectionstest.RequireSame(t, want, projectionstest.Answers(t, views, now),
+			what+": cold runs read from their views")
 		store := views.ColdStore()
 		require.Positive(t, store.ViewReads(), "%s: views were read", what)
 		require.Equal(t, store.Refolds(), store.ViewReads(), "%s: no cold run was re-folded", what)
-		t.Logf("%s: %d answers, %d cold, %d hot, position %d", what, len(want), rebuilt.ColdRuns(), rebuilt.HotRuns(), rebuilt.Position)
+		t.Logf("%s: %d answers, %d cold, %d hot, position %d", what, len(want), rebuilt.ColdRuns(), rebuilt.HotRuns(),
+			rebuilt.Position)
 	}
 
 	f := open()
@@ -213,7 +228,8 @@ func TestTieredEngineCrashAtEveryCommit(t *testing.T) {
 	clock := newTestClock()
 	l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
 	require.NoError(t, err)
-	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: -1, Retention: -1})
+	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: -1,
+		Retention: -1})
 	require.NoError(t, err)
 	f := &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}
 	tierWorkload(t, f)
@@ -245,13 +261,15 @@ func TestTieredEngineCrashAtEveryCommit(t *testing.T) {
 	for i, c := range crashes {
 		l, err := eventlog.Open("db", &eventlog.Options{FS: c.fs})
 		require.NoError(t, err, "crash %d", i)
-		e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: -1, Retention: -1})
+		e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: -1,
+			Retention: -1})
 		require.NoError(t, err, "crash %d", i)
 		now := clock.Now().UnixMilli()
 		e.Read(func(s *projections.State) {
 			require.Positive(t, s.ColdRuns(), "crash %d", i)
 			require.Equal(t, c.state, whole(t, s), "crash %d", i)
-			projectionstest.RequireSame(t, projectionstest.Answers(t, c.state, now), projectionstest.Answers(t, s, now), fmt.Sprintf("crash %d", i))
+			projectionstest.RequireSame(t, projectionstest.Answers(t, c.state, now),
+				projectionstest.Answers(t, s, now), fmt.Sprintf("crash %d", i))
 		})
 		require.NoError(t, e.Close())
 		require.NoError(t, l.Close())
@@ -313,7 +331,8 @@ func TestEngineWritesTheMissingViewsOfColdRuns(t *testing.T) {
 	l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
 	require.NoError(t, err)
 	defer l.Close()
-	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: -1, Retention: -1, NoViews: true})
+	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: -1,
+		Retention: -1, NoViews: true})
 	require.NoError(t, err)
 	runs := endMoreRunsThanViewsQueue(t, e, clock)
 	require.NoError(t, e.Close())
@@ -321,7 +340,8 @@ func TestEngineWritesTheMissingViewsOfColdRuns(t *testing.T) {
 	require.ErrorIs(t, err, eventlog.ErrNotFound, "views off: no view written")
 
 	snapped := make(snapshotSignal, 1)
-	e, err = Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: 1 << 30, Retention: -1, Observer: snapped})
+	e, err = Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: 1 << 30,
+		Retention: -1, Observer: snapped})
 	require.NoError(t, err)
 	cold := e.LoadInfo().Evicted
 	require.Greater(t, cold, 1024, "more runs went cold in the fold than the queue of views holds")
@@ -341,7 +361,8 @@ func TestEngineWritesTheMissingViewsOfColdRuns(t *testing.T) {
 	require.Equal(t, views.ColdStore().Refolds(), views.ColdStore().ViewReads(), "none re-folded")
 	require.NoError(t, e.Close())
 
-	s, info, err := projections.LoadTiered(l, projections.Tiering{Now: clock.Now().UnixMilli(), SaveViews: true, Index: true})
+	s, info, err := projections.LoadTiered(l, projections.Tiering{Now: clock.Now().UnixMilli(), SaveViews: true,
+		Index: true})
 	require.NoError(t, err)
 	require.NoError(t, info.SnapshotError)
 	require.Equal(t, runs, s.ColdRuns(), "the run the engine kept hot goes cold at Now, queued for its view")
@@ -419,7 +440,8 @@ func TestEngineRebuildsARemovedIndexOfSummaries(t *testing.T) {
 	open := func() *engineFixture {
 		l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
 		require.NoError(t, err)
-		e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: 1_000_000, Retention: -1})
+		e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: 1_000_000,
+			Retention: -1})
 		require.NoError(t, err)
 		return &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}
 	}
@@ -462,7 +484,8 @@ func TestNoViewsStillWritesTheIndexOfSummaries(t *testing.T) {
 	clock := newTestClock()
 	l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
 	require.NoError(t, err)
-	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: -1, Retention: -1, NoViews: true})
+	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: -1,
+		Retention: -1, NoViews: true})
 	require.NoError(t, err)
 	f := &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}
 	defer f.close()
@@ -494,7 +517,8 @@ func TestAColdRunReadBackAndLeftUnchangedIsNotWrittenAgain(t *testing.T) {
 
 	for i := range snapshotAfterCold + 1 {
 		e.Read(func(s *projections.State) { require.True(t, s.IsCold("C00")) })
-		r := f.submitAs(orchestrator, &DelegateSettle{RunID: "C00", SubID: "gc-none", Outcome: OutcomeOK, Text: "late"})
+		r := f.submitAs(orchestrator, &DelegateSettle{RunID: "C00", SubID: "gc-none", Outcome: OutcomeOK,
+			Text: "late"})
 		require.NotNil(t, r.Rejected, "a settlement of no delegation is refused")
 		// The next group's eviction pass makes the run cold again.
 		next := &RunCreate{RunID: fmt.Sprintf("N%02d", i), Team: "t", Goal: "g", Cwd: "/w"}
@@ -528,24 +552,29 @@ func liveAndEndRun(t *testing.T, f *engineFixture, id string) {
 	}
 	must(admin, &RunCreate{RunID: id, Team: "t", Goal: "g", Cwd: "/w", BudgetTotal: optBudget(100000)})
 	must(orchestrator, &RunTransition{RunID: id, To: "running"})
-	must(orchestrator, &TaskCreate{RunID: id, TaskID: "02_exec", Role: "executor", Agent: "a", Title: "x", Cwd: "/w", StepID: "s"})
+	must(orchestrator, &TaskCreate{RunID: id, TaskID: "02_exec", Role: "executor", Agent: "a", Title: "x", Cwd: "/w",
+		StepID: "s"})
 	must(orchestrator, &TaskTransition{RunID: id, TaskID: "02_exec", To: "running"})
 	must(admin, &CredentialIssue{RunID: id, TaskID: "02_exec", Digest: fmt.Sprintf("%064x", len(id))})
 	must(worker("02_exec"), &TaskUsage{RunID: id, TaskID: "02_exec", Input: 100, Output: 10, Turns: 1})
 	must(orchestrator, &MessageSend{RunID: id, To: []string{"02_exec"}, Body: "start " + id})
 	must(worker("02_exec"), &MessageSend{RunID: id, FromTask: "02_exec", To: []string{"02_exec"}, Body: "note"})
 	for range 2 {
-		must(worker("02_exec"), &DelegateRequest{RunID: id, TaskID: "02_exec", Prompt: "p", BudgetTokens: ptr(int64(500))})
+		must(worker("02_exec"), &DelegateRequest{RunID: id, TaskID: "02_exec", Prompt: "p",
+			BudgetTokens: ptr(int64(500))})
 	}
 	var dels []projections.Delegation
 	f.eng.Read(func(s *projections.State) { dels = s.Delegations(id) })
 	require.Len(t, dels, 2)
 	must(orchestrator, &DelegateSpawned{RunID: id, SubID: dels[0].SubID, PID: 100})
-	must(orchestrator, &DelegateSettle{RunID: id, SubID: dels[0].SubID, Outcome: OutcomeOK, Text: "done", UsageTokens: ptr(int64(70))})
+	must(orchestrator, &DelegateSettle{RunID: id, SubID: dels[0].SubID, Outcome: OutcomeOK, Text: "done",
+		UsageTokens: ptr(int64(70))})
 	var q WaitResult
-	require.NoError(t, json.Unmarshal(must(worker("02_exec"), &WaitRequest{RunID: id, TaskID: "02_exec", Question: "ok?", TimeoutSec: ptr(600.0)}).Result, &q))
+	require.NoError(t, json.Unmarshal(must(worker("02_exec"),
+		&WaitRequest{RunID: id, TaskID: "02_exec", Question: "ok?", TimeoutSec: ptr(600.0)}).Result, &q))
 	must(orchestrator, &RunTransition{RunID: id, To: "completed"})
-	must(orchestrator, &DelegateSettle{RunID: id, SubID: dels[1].SubID, Outcome: OutcomeOK, Text: "late", UsageTokens: ptr(int64(70))})
+	must(orchestrator, &DelegateSettle{RunID: id, SubID: dels[1].SubID, Outcome: OutcomeOK, Text: "late",
+		UsageTokens: ptr(int64(70))})
 }
 
 // The snapshot holds the hot runs whole and nothing of a cold run but what the index cannot give (none, once its
@@ -565,7 +594,8 @@ func TestSnapshotDoesNotGrowWithColdRuns(t *testing.T) {
 			liveAndEndRun(t, f, fmt.Sprintf("R%03d", i))
 		}
 		// One more group after the last end: its eviction pass makes the last run cold.
-		require.Nil(t, f.submitAs(orchestrator, &TaskUsage{RunID: "hot", TaskID: "02_exec", Input: 1, Turns: 1}).Rejected)
+		require.Nil(t, f.submitAs(orchestrator, &TaskUsage{RunID: "hot", TaskID: "02_exec", Input: 1,
+			Turns: 1}).Rejected)
 		s := f.viewsWritten()
 		b, err := projections.EncodeSnapshot(s)
 		require.NoError(t, err)
@@ -632,7 +662,8 @@ func openMissingViews(t *testing.T, faults errorfs.Injector, hooks *testHooks) *
 	endMoreRunsThanViewsQueue(t, f.eng, clock)
 	f.close()
 
-	l, err := eventlog.Open("db", &eventlog.Options{FS: errorfs.Wrap(mem, faults), CacheSize: 1, MemTableSize: 1 << 12})
+	l, err := eventlog.Open("db", &eventlog.Options{FS: errorfs.Wrap(mem, faults), CacheSize: 1,
+		MemTableSize: 1 << 12})
 	require.NoError(t, err)
 	o := Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: -1, Retention: -1,
 		hooks: hooks}
@@ -688,7 +719,8 @@ func TestAFailedPassOfTheMissingViewsIsTriedAgainLater(t *testing.T) {
 	require.Nil(t, f.submitAs(admin, &RunCreate{RunID: "M", Team: "t", Goal: "g", Cwd: "/w"}).Rejected)
 	require.EqualValues(t, 2, due.Load(), "no pass due after the wait")
 	require.EqualValues(t, 2, decided.Load(), "no pass after the wait")
-	require.Eventually(t, func() bool { return passDone(2) }, time.Minute, time.Millisecond, "the pass after the wait")
+	require.Eventually(t, func() bool { return passDone(2) }, time.Minute, time.Millisecond,
+		"the pass after the wait")
 	require.Zero(t, f.eng.cold.ViewsMissing(), "the second pass wrote every missing view")
 }
 

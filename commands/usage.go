@@ -60,12 +60,13 @@ func countsProblem(u events.TaskUsage) string {
 	case "cost":
 		return "task.usage: cost must be a finite, non-negative number"
 	}
-	return fmt.Sprintf("task.usage: input, output, cacheRead, cacheWrite and turns must be integers in 0..%d", int64(MaxUsageTokens))
+	return fmt.Sprintf("task.usage: input, output, cacheRead, cacheWrite and turns must be integers in 0..%d",
+		int64(MaxUsageTokens))
 }
 
 func (c *TaskUsage) decide(s *projections.State, env *Env) (Decision, error) {
-	if bad := countsProblem(events.TaskUsage{Input: c.Input, Output: c.Output, CacheRead: c.CacheRead, CacheWrite: c.CacheWrite,
-		Cost: c.Cost, Turns: c.Turns}); bad != "" {
+	if bad := countsProblem(events.TaskUsage{Input: c.Input, Output: c.Output, CacheRead: c.CacheRead,
+		CacheWrite: c.CacheWrite, Cost: c.Cost, Turns: c.Turns}); bad != "" {
 		return Decision{}, badParams("%s", bad)
 	}
 	run, ok := s.Run(c.RunID)
@@ -117,7 +118,8 @@ func (c *TaskUsage) decide(s *projections.State, env *Env) (Decision, error) {
 }
 
 func (c *TaskUsage) usage() projections.Usage {
-	return projections.Usage{Input: c.Input, Output: c.Output, CacheRead: c.CacheRead, CacheWrite: c.CacheWrite, Cost: c.Cost, Turns: c.Turns}
+	return projections.Usage{Input: c.Input, Output: c.Output, CacheRead: c.CacheRead, CacheWrite: c.CacheWrite,
+		Cost: c.Cost, Turns: c.Turns}
 }
 
 // runBudget is the run's budget use once this report replaces task t's
@@ -202,7 +204,8 @@ func budgetAbort(s *projections.State, env *Env, run projections.Run) []events.E
 	s.EachLiveTask(run.RunID, func(t projections.Task) bool {
 		if t.Shadow() {
 			if fails {
-				shadowsResumed = append(shadowsResumed, expireParked(s, env, run.RunID, t, events.AskReasonRunEnded)...)
+				shadowsResumed = append(shadowsResumed,
+					expireParked(s, env, run.RunID, t, events.AskReasonRunEnded)...)
 			}
 			return true
 		}

@@ -68,7 +68,8 @@ func (l *fxLog) apply(dec Decision) {
 // fxRunning is a running run in /w with the workflow task 02_exec running.
 func fxRunning(t *testing.T, budgetTotal int64) *fxLog {
 	l := fxNew(t)
-	l.add(events.TypeRunCreated, &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w", BudgetTotal: optBudget(budgetTotal)})
+	l.add(events.TypeRunCreated, &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w",
+		BudgetTotal: optBudget(budgetTotal)})
 	l.add(events.TypeRunRunning, &events.RunRunning{})
 	return l.task("02_exec", projections.TaskRunning)
 }
@@ -95,8 +96,9 @@ func (l *fxLog) task(id string, st projections.TaskStatus) *fxLog {
 // delegation admits an unmetered delegation of parent at childDepth.
 func (l *fxLog) delegation(parent, sub string, childDepth int) *fxLog {
 	l.add(events.TypeDelegateRequested, &events.DelegateRequested{TaskID: parent, SubID: sub, Role: "explorer"})
-	return l.add(events.TypeDelegateAdmitted, &events.DelegateAdmitted{TaskID: parent, SubID: sub, ChildDepth: childDepth,
-		Role: "explorer", Unmetered: true, TimeoutSec: 900, Deadline: fxNow/1e6 + 900_000, Cwd: "/w", Title: "delegate: " + sub})
+	return l.add(events.TypeDelegateAdmitted, &events.DelegateAdmitted{TaskID: parent, SubID: sub,
+		ChildDepth: childDepth, Role: "explorer", Unmetered: true, TimeoutSec: 900, Deadline: fxNow/1e6 + 900_000,
+		Cwd: "/w", Title: "delegate: " + sub})
 }
 
 // fxEnv is the fixed env of a decision: fxNow, ids id1, id2, ...
@@ -176,9 +178,11 @@ func fxRejected(t *testing.T, dec Decision, err error, code, reason, msg string)
 func TestTaskUsageReplacesLastReport(t *testing.T) {
 	l := fxRunning(t, 0).task("03_test", projections.TaskRunning)
 	l.run(&TaskUsage{RunID: fxRun, TaskID: "03_test", Input: 100, Output: 50, CacheRead: 1000, CacheWrite: 5})
-	l.run(&TaskUsage{RunID: fxRun, TaskID: "02_exec", Input: 10, Output: 20, CacheRead: 30, CacheWrite: 40, Cost: 0.5, Turns: 3})
+	l.run(&TaskUsage{RunID: fxRun, TaskID: "02_exec", Input: 10, Output: 20, CacheRead: 30, CacheWrite: 40,
+		Cost: 0.5, Turns: 3})
 
-	dec, err := fxDecide(t, l.s, &TaskUsage{RunID: fxRun, TaskID: "02_exec", Input: 11, Output: 21, CacheRead: 31, CacheWrite: 41, Cost: 0.6, Turns: 4})
+	dec, err := fxDecide(t, l.s, &TaskUsage{RunID: fxRun, TaskID: "02_exec", Input: 11, Output: 21, CacheRead: 31,
+		CacheWrite: 41, Cost: 0.6, Turns: 4})
 	require.NoError(t, err)
 	fxRequireEvents(t, dec.Events, fxE{events.TypeTaskUsage, &events.TaskUsage{
 		TaskID: "02_exec", Input: 11, Output: 21, CacheRead: 31, CacheWrite: 41, Cost: 0.6, Turns: 4}})
@@ -196,16 +200,22 @@ func TestTaskUsageRejections(t *testing.T) {
 		cmd                TaskUsage
 		code, reason, text string
 	}{
-		{"negative input", TaskUsage{RunID: fxRun, TaskID: "02_exec", Input: -1}, CodeBadParams, "invalid-params", "task.usage: input"},
-		{"negative cacheWrite", TaskUsage{RunID: fxRun, TaskID: "02_exec", CacheWrite: -5}, CodeBadParams, "invalid-params", "0.."},
+		{"negative input", TaskUsage{RunID: fxRun, TaskID: "02_exec", Input: -1}, CodeBadParams, "invalid-params",
+			"task.usage: input"},
+		{"negative cacheWrite", TaskUsage{RunID: fxRun, TaskID: "02_exec", CacheWrite: -5}, CodeBadParams,
+			"invalid-params", "0.."},
 		{"negative turns", TaskUsage{RunID: fxRun, TaskID: "02_exec", Turns: -1}, CodeBadParams, "invalid-params",
 			"task.usage: input, output, cacheRead, cacheWrite and turns must be integers in 0..1099511627776"},
-		{"huge output", TaskUsage{RunID: fxRun, TaskID: "02_exec", Output: MaxUsageTokens + 1}, CodeBadParams, "invalid-params", ""},
-		{"negative cost", TaskUsage{RunID: fxRun, TaskID: "02_exec", Cost: -0.1}, CodeBadParams, "invalid-params", "cost"},
+		{"huge output", TaskUsage{RunID: fxRun, TaskID: "02_exec", Output: MaxUsageTokens + 1}, CodeBadParams,
+			"invalid-params", ""},
+		{"negative cost", TaskUsage{RunID: fxRun, TaskID: "02_exec", Cost: -0.1}, CodeBadParams,
+			"invalid-params", "cost"},
 		{"NaN cost", TaskUsage{RunID: fxRun, TaskID: "02_exec", Cost: math.NaN()}, CodeBadParams, "invalid-params",
 			"task.usage: cost must be a finite, non-negative number"},
-		{"infinite cost", TaskUsage{RunID: fxRun, TaskID: "02_exec", Cost: math.Inf(1)}, CodeBadParams, "invalid-params", "cost"},
-		{"no run", TaskUsage{RunID: "nope", TaskID: "02_exec"}, CodeNoManifest, "no-manifest", `run "nope" not found`},
+		{"infinite cost", TaskUsage{RunID: fxRun, TaskID: "02_exec", Cost: math.Inf(1)}, CodeBadParams,
+			"invalid-params", "cost"},
+		{"no run", TaskUsage{RunID: "nope", TaskID: "02_exec"}, CodeNoManifest, "no-manifest",
+			`run "nope" not found`},
 		{"no task", TaskUsage{RunID: fxRun, TaskID: "nope"}, CodeNoTask, "no-task", `task "nope" not found`},
 	}
 	for _, tc := range tests {
@@ -224,11 +234,14 @@ func TestTaskUsageBudgetWarningOnce(t *testing.T) {
 		"799 < 0.8·1000, but one task above half of the budget is flagged")
 	l.apply(dec)
 
-	dec, err = fxDecide(t, l.s, &TaskUsage{RunID: fxRun, TaskID: "02_exec", Input: 700, Output: 50, CacheRead: 999, CacheWrite: 50})
+	dec, err = fxDecide(t, l.s, &TaskUsage{RunID: fxRun, TaskID: "02_exec", Input: 700, Output: 50, CacheRead: 999,
+		CacheWrite: 50})
 	require.NoError(t, err)
 	fxRequireEvents(t, dec.Events,
-		fxE{events.TypeTaskUsage, &events.TaskUsage{TaskID: "02_exec", Input: 700, Output: 50, CacheRead: 999, CacheWrite: 50}},
-		fxE{events.TypeRunBudgetWarning, &events.RunBudgetWarning{BudgetTotal: 1000, BudgetUsed: 800, Threshold: "warning"}})
+		fxE{events.TypeTaskUsage, &events.TaskUsage{TaskID: "02_exec", Input: 700, Output: 50, CacheRead: 999,
+			CacheWrite: 50}},
+		fxE{events.TypeRunBudgetWarning, &events.RunBudgetWarning{BudgetTotal: 1000, BudgetUsed: 800,
+			Threshold: "warning"}})
 	require.Equal(t, UsageResult{OK: true, TaskID: "02_exec", BudgetUsed: 800, Warning: true}, dec.Result)
 	l.apply(dec)
 
@@ -243,7 +256,8 @@ func TestTaskUsageBudgetSkipped(t *testing.T) {
 		rc   events.RunCreated
 	}{
 		{"no budgetTotal", events.RunCreated{Team: "t", Goal: "g", Cwd: "/w"}},
-		{"unlimited", events.RunCreated{Team: "t", Goal: "g", Cwd: "/w", BudgetTotal: new(int64(10)), BudgetUnlimited: true}},
+		{"unlimited", events.RunCreated{Team: "t", Goal: "g", Cwd: "/w", BudgetTotal: new(int64(10)),
+			BudgetUnlimited: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := fxNew(t).add(events.TypeRunCreated, &tc.rc).add(events.TypeRunRunning, &events.RunRunning{})
@@ -277,18 +291,21 @@ func TestTaskUsageBudgetAbort(t *testing.T) {
 		delegation("02_exec", "gc-a", 2).
 		delegation("02_exec", "gc-b", 2)
 	l.add(events.TypeDelegateCancelRequested, &events.DelegateCancelRequested{TaskID: "02_exec", SubID: "gc-b"})
-	l.add(events.TypeRunBudgetWarning, &events.RunBudgetWarning{BudgetTotal: 1000, BudgetUsed: 800, Threshold: "warning"})
+	l.add(events.TypeRunBudgetWarning, &events.RunBudgetWarning{BudgetTotal: 1000, BudgetUsed: 800,
+		Threshold: "warning"})
 
 	dec, err := fxDecide(t, l.s, &TaskUsage{RunID: fxRun, TaskID: "02_exec", Input: 950})
 	require.NoError(t, err)
 	fxRequireEvents(t, dec.Events,
 		fxE{events.TypeTaskUsage, &events.TaskUsage{TaskID: "02_exec", Input: 950}},
-		fxE{events.TypeRunBudgetAbort, &events.RunBudgetAbort{BudgetTotal: 1000, BudgetUsed: 950, Threshold: "abort"}},
+		fxE{events.TypeRunBudgetAbort, &events.RunBudgetAbort{BudgetTotal: 1000, BudgetUsed: 950,
+			Threshold: "abort"}},
 		fxE{events.TypeTaskCancelled, &events.TaskCancelled{TaskID: "02_exec", Reason: ReasonBudgetAbort}},
 		fxE{events.TypeAskTimedOut, &events.AskTimedOut{TaskID: "03_wait", QuestionID: "q-03_wait"}},
 		fxE{events.TypeTaskCancelled, &events.TaskCancelled{TaskID: "03_wait", Reason: ReasonBudgetAbort}},
 		fxE{events.TypeTaskSkipped, &events.TaskSkipped{TaskID: "04_next", Reason: ReasonBudgetAbort}},
-		fxE{events.TypeDelegateCancelRequested, &events.DelegateCancelRequested{TaskID: "02_exec", SubID: "gc-a", Reason: ReasonBudgetAbort}},
+		fxE{events.TypeDelegateCancelRequested, &events.DelegateCancelRequested{TaskID: "02_exec", SubID: "gc-a",
+			Reason: ReasonBudgetAbort}},
 		fxE{events.TypeRunFailed, &events.RunFailed{Reason: ReasonBudgetAbort}},
 	)
 	require.Equal(t, UsageResult{OK: true, TaskID: "02_exec", BudgetUsed: 950, Aborted: true}, dec.Result)
@@ -298,8 +315,9 @@ func TestTaskUsageBudgetAbort(t *testing.T) {
 	require.Equal(t, projections.RunFailed, run.Status)
 	require.True(t, run.BudgetAborted)
 	for id, st := range map[string]projections.TaskStatus{
-		"01_plan": projections.TaskCompleted, "02_exec": projections.TaskCancelled, "03_wait": projections.TaskCancelled,
-		"04_next": projections.TaskSkipped, "gc-a": projections.TaskQueued, "gc-b": projections.TaskQueued,
+		"01_plan": projections.TaskCompleted, "02_exec": projections.TaskCancelled,
+		"03_wait": projections.TaskCancelled, "04_next": projections.TaskSkipped, "gc-a": projections.TaskQueued,
+		"gc-b": projections.TaskQueued,
 	} {
 		task, _ := l.s.Task(fxRun, id)
 		require.Equal(t, st, task.Status, "%s: shadow tasks follow their delegations", id)
@@ -336,26 +354,31 @@ func TestTaskUsageAbortsAReopenedRunAgain(t *testing.T) {
 	l.run(&RunTransition{RunID: fxRun, To: string(projections.RunRunning)})
 	l.run(&TaskCreate{RunID: fxRun, TaskID: "05_more", Role: "executor", Agent: "executor", Title: "more", Cwd: "/w"})
 	l.run(&TaskTransition{RunID: fxRun, TaskID: "05_more", To: string(projections.TaskRunning)})
-	l.run(&TaskCreate{RunID: fxRun, TaskID: "06_later", Role: "executor", Agent: "executor", Title: "later", Cwd: "/w"})
+	l.run(&TaskCreate{RunID: fxRun, TaskID: "06_later", Role: "executor", Agent: "executor",
+		Title: "later", Cwd: "/w"})
 
 	cmd := &TaskUsage{RunID: fxRun, TaskID: "05_more", Input: 5000}
-	require.True(t, cmd.windsDown(l.s), "the report that aborts the reopened run winds it down, as the first abort did")
+	require.True(t, cmd.windsDown(l.s),
+		"the report that aborts the reopened run winds it down, as the first abort did")
 	dec, err := fxDecide(t, l.s, cmd)
 	require.NoError(t, err)
 	require.Equal(t, []string{events.TypeTaskUsage, events.TypeRunBudgetAbort, events.TypeTaskCancelled,
 		events.TypeTaskSkipped, events.TypeRunFailed}, fxTypes(dec.Events))
-	require.Equal(t, &events.RunBudgetAbort{BudgetTotal: 1000, BudgetUsed: 5960, Threshold: "abort"}, dec.Events[1].Payload)
+	require.Equal(t, &events.RunBudgetAbort{BudgetTotal: 1000, BudgetUsed: 5960, Threshold: "abort"},
+		dec.Events[1].Payload)
 	require.Equal(t, UsageResult{OK: true, TaskID: "05_more", BudgetUsed: 5960, Aborted: true}, dec.Result)
 	l.apply(dec)
 	run, _ = l.s.Run(fxRun)
 	require.Equal(t, projections.RunFailed, run.Status)
-	for id, st := range map[string]projections.TaskStatus{"05_more": projections.TaskCancelled, "06_later": projections.TaskSkipped} {
+	for id, st := range map[string]projections.TaskStatus{"05_more": projections.TaskCancelled,
+		"06_later": projections.TaskSkipped} {
 		task, _ := l.s.Task(fxRun, id)
 		require.Equal(t, st, task.Status, id)
 	}
 
 	dec, err = fxDecide(t, l.s, &TaskUsage{RunID: fxRun, TaskID: "05_more", Input: 5001})
 	require.NoError(t, err)
-	require.Equal(t, []string{events.TypeTaskUsage}, fxTypes(dec.Events), "the run has ended again: its abort is recorded")
+	require.Equal(t, []string{events.TypeTaskUsage}, fxTypes(dec.Events),
+		"the run has ended again: its abort is recorded")
 	require.False(t, (&TaskUsage{RunID: fxRun, TaskID: "05_more", Input: 5001}).windsDown(l.s))
 }
