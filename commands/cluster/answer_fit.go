@@ -25,8 +25,8 @@ var errAnswerTooLarge = errors.New("cluster: the answer does not fit one NATS me
 // cut and the servers' max_payload named; an accepted command's result, which cannot be cut, is answered as the
 // writer's failure, naming the limit (in doubt: the command was decided).
 func fitAnswer(rep commands.Reply, err error, size, room int, maxPayload int64) ([]byte, error) {
-	note := fmt.Sprintf(" … (cut: the writer's answer of %d bytes does not fit one NATS message: the NATS servers' "+
-		"max_payload is %d bytes; raise max_payload above crewd's --max-frame)", size, maxPayload)
+	note := fmt.Sprintf(" … (cut: the writer's answer of %d bytes does not fit one NATS message: the NATS "+
+		"servers' max_payload is %d bytes; raise max_payload above crewd's --max-frame)", size, maxPayload)
 	switch {
 	case err != nil:
 		return fitText(room, note, err.Error(), func(cut string) ([]byte, error) {
@@ -36,7 +36,8 @@ func fitAnswer(rep commands.Reply, err error, size, room int, maxPayload int64) 
 		rej := *rep.Rejected
 		return fitText(room, note, rej.Message, func(cut string) ([]byte, error) {
 			rej.Message = cut
-			return commands.EncodeReply(commands.Reply{Rejected: &rej, Position: rep.Position, Replayed: rep.Replayed}, nil)
+			return commands.EncodeReply(commands.Reply{Rejected: &rej, Position: rep.Position,
+				Replayed: rep.Replayed}, nil)
 		})
 	}
 	failed := fmt.Errorf("cluster: the command was decided, and the writer's answer of %d bytes does not fit one "+

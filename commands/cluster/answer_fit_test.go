@@ -32,7 +32,8 @@ func TestAnAnswerLargerThanANATSMessageIsAnsweredCutToFit(t *testing.T) {
 		// answered again, to its retry, once it was lowered.
 		const maxPayload = 1024
 		dir := filepath.Join(t.TempDir(), "nats")
-		req := commands.Request{Principal: events.AdminPrincipal(), CommandID: "c-1", Actor: events.Actor{Role: events.RoleAdmin},
+		req := commands.Request{Principal: events.AdminPrincipal(), CommandID: "c-1",
+			Actor:   events.Actor{Role: events.RoleAdmin},
 			Command: &commands.RunTransition{RunID: strings.Repeat("\x01", 250), To: "done"}}
 		data, err := commands.EncodeRequest(req)
 		require.NoError(t, err)
@@ -58,7 +59,8 @@ func TestAnAnswerLargerThanANATSMessageIsAnsweredCutToFit(t *testing.T) {
 		require.NoError(t, err)
 		require.NotNil(t, rep.Rejected)
 		require.Equal(t, commands.CodeNoManifest, rep.Rejected.Code, "the recorded refusal's own code")
-		require.True(t, strings.HasPrefix(rep.Rejected.Message, `run "\x01\x01`), "its message, cut: %s", rep.Rejected.Message)
+		require.True(t, strings.HasPrefix(rep.Rejected.Message, `run "\x01\x01`), "its message, cut: %s",
+			rep.Rejected.Message)
 		requireNamesTheLimit(t, rep.Rejected.Message, maxPayload)
 	})
 	t.Run("a failure", func(t *testing.T) {
@@ -69,7 +71,8 @@ func TestAnAnswerLargerThanANATSMessageIsAnsweredCutToFit(t *testing.T) {
 		w := startWriterOn(t, srv, Options{Name: "w", Log: cfg, LeaseTTL: time.Second})
 		require.NoError(t, w.o.Conn.Flush())
 		data, err := commands.EncodeRequest(commands.Request{Principal: events.AdminPrincipal(), CommandID: "c-1",
-			Actor: events.Actor{Role: events.RoleAdmin}, Command: &commands.RunCreate{RunID: "r", Team: "t", Goal: "g", Cwd: "/w"}})
+			Actor:   events.Actor{Role: events.RoleAdmin},
+			Command: &commands.RunCreate{RunID: "r", Team: "t", Goal: "g", Cwd: "/w"}})
 		require.NoError(t, err)
 		cred, err := msgpack.Marshal([]string{"r", "k", "d", "t", strings.Repeat("\x01", 6000)})
 		require.NoError(t, err)
@@ -105,14 +108,15 @@ func TestFitAnswerKeepsWhatTheAnswerMeans(t *testing.T) {
 		err   error
 		check func(t *testing.T, rep commands.Reply, err error)
 	}{
-		{"a refusal", commands.Reply{Rejected: &commands.RejectedError{Code: commands.CodeNoManifest, Reason: "no-manifest",
-			Message: long}, Position: 7}, nil, func(t *testing.T, rep commands.Reply, err error) {
-			require.NoError(t, err)
-			require.Equal(t, commands.CodeNoManifest, rep.Rejected.Code)
-			require.Equal(t, uint64(7), rep.Position)
-			require.True(t, utf8.ValidString(rep.Rejected.Message))
-			requireNamesTheLimit(t, rep.Rejected.Message, maxPayload)
-		}},
+		{"a refusal", commands.Reply{Rejected: &commands.RejectedError{Code: commands.CodeNoManifest,
+			Reason: "no-manifest", Message: long}, Position: 7}, nil,
+			func(t *testing.T, rep commands.Reply, err error) {
+				require.NoError(t, err)
+				require.Equal(t, commands.CodeNoManifest, rep.Rejected.Code)
+				require.Equal(t, uint64(7), rep.Position)
+				require.True(t, utf8.ValidString(rep.Rejected.Message))
+				requireNamesTheLimit(t, rep.Rejected.Message, maxPayload)
+			}},
 		{"the writer's low space", commands.Reply{}, fmt.Errorf("%w: %s", commands.ErrNoSpace, long),
 			func(t *testing.T, _ commands.Reply, err error) {
 				require.ErrorIs(t, err, commands.ErrNoSpace, "its cause")

@@ -194,7 +194,8 @@ func (n *Node) watchPromotion(cancel context.CancelCauseFunc, folding *atomic.Bo
 				if p := progress(); p != last || folding.Load() {
 					last, since = p, now
 				} else if now.Sub(since) >= stall {
-					n.o.Logger.Warn("promotion stalled; giving the lease up", "node", n.o.Name, "position", last[0], "after", stall)
+					n.o.Logger.Warn("promotion stalled; giving the lease up", "node", n.o.Name, "position", last[0],
+						"after", stall)
 					cancel(ErrPromoteStalled)
 					return
 				}
@@ -242,7 +243,8 @@ func (n *Node) keepLease(renew *time.Ticker, held time.Time) {
 			n.fail(err)
 			return
 		case time.Since(held) >= stopAfter:
-			n.fail(fmt.Errorf("%w: no renewal answered within %v of the last: %w", ErrLeaseNotRenewed, stopAfter, err))
+			n.fail(fmt.Errorf("%w: no renewal answered within %v of the last: %w", ErrLeaseNotRenewed,
+				stopAfter, err))
 			return
 		default:
 			n.o.Logger.Warn("lease renewal failed; trying again", "node", n.o.Name, "err", err)
@@ -297,7 +299,8 @@ func (n *Node) serve(m *nats.Msg) {
 	if m.Reply == "" {
 		// NB: not decided: a follower always asks for an answer, and a command decided for no one to hear would be
 		// a change nobody learns of until a retry with its command id asks.
-		n.lostAnswer("a message on the commands subject asks for no answer: not decided", nats.ErrMsgNoReply, len(m.Data))
+		n.lostAnswer("a message on the commands subject asks for no answer: not decided", nats.ErrMsgNoReply,
+			len(m.Data))
 		return
 	}
 	size := forwardedSize(m)
@@ -337,7 +340,8 @@ func (n *Node) serve(m *nats.Msg) {
 		b, eerr := commands.EncodeReply(rep, err)
 		if eerr != nil {
 			// The request may have been decided: its follower hears the writer's failure (in doubt), not nothing.
-			n.lostAnswer("a forwarded request's answer could not be encoded; answered as the writer's failure", eerr, 0)
+			n.lostAnswer("a forwarded request's answer could not be encoded; answered as the writer's "+
+				"failure", eerr, 0)
 			rep, err = commands.Reply{}, fmt.Errorf("cluster: encode the writer's answer: %w", eerr)
 			if b, eerr = commands.EncodeReply(rep, err); eerr != nil {
 				return
@@ -354,8 +358,8 @@ func (n *Node) serve(m *nats.Msg) {
 		if mp := n.o.Conn.MaxPayload(); mp > 0 && int64(len(b)+headerBytes(answer.Header)) > mp {
 			// The answer does not fit one NATS message (answer_fit.go): sent cut to fit, its meaning kept.
 			if answer.Data, eerr = fitAnswer(rep, err, len(b), int(mp)-headerBytes(answer.Header), mp); eerr != nil {
-				n.lostAnswer("a forwarded request's answer does not fit one NATS message, even cut; its follower waits "+
-					"for it in vain", eerr, len(b))
+				n.lostAnswer("a forwarded request's answer does not fit one NATS message, even cut; its "+
+					"follower waits for it in vain", eerr, len(b))
 				return
 			}
 			n.peerWarns.warn(n.o.Logger, "a forwarded request's answer does not fit one NATS message: answered cut "+
@@ -363,7 +367,8 @@ func (n *Node) serve(m *nats.Msg) {
 				"max_payload", mp)
 		}
 		if rerr := m.RespondMsg(answer); rerr != nil {
-			n.lostAnswer("a forwarded request's answer could not be sent; its follower waits for it in vain", rerr, len(b))
+			n.lostAnswer("a forwarded request's answer could not be sent; its follower waits for it in vain",
+				rerr, len(b))
 		}
 	}()
 }

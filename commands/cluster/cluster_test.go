@@ -206,11 +206,13 @@ func runClient(tc *testCluster, ci, perClient int, ack *acked) error {
 	run := fmt.Sprintf("c%02d", ci)
 	for k := range perClient {
 		id := fmt.Sprintf("c%02d-%04d", ci, k)
-		req := commands.Request{Principal: events.AdminPrincipal(), CommandID: id, Actor: events.Actor{Role: events.RoleAdmin},
+		req := commands.Request{Principal: events.AdminPrincipal(), CommandID: id,
+			Actor:   events.Actor{Role: events.RoleAdmin},
 			Command: &commands.RunCreate{RunID: run, Team: "t", Goal: "g", Cwd: "/w"}}
 		if k > 0 {
 			req = commands.Request{Principal: events.OrchestratorPrincipal(run), CommandID: id,
-				Actor: events.Actor{Role: events.RoleOrchestrator}, Command: &commands.MessageSend{RunID: run, To: []string{commands.ToParent}, Body: id}}
+				Actor:   events.Actor{Role: events.RoleOrchestrator},
+				Command: &commands.MessageSend{RunID: run, To: []string{commands.ToParent}, Body: id}}
 		}
 		deadline := time.Now().Add(60 * time.Second)
 		for {
@@ -232,7 +234,8 @@ func runClient(tc *testCluster, ci, perClient int, ack *acked) error {
 				return fmt.Errorf("%s not answered within a minute: %w", id, err)
 			}
 			if !errors.Is(err, commands.ErrClosed) && !errors.Is(err, commands.ErrFailed) &&
-				!errors.Is(err, ErrNoWriter) && !errors.Is(err, ErrStopped) && !errors.Is(err, context.DeadlineExceeded) {
+				!errors.Is(err, ErrNoWriter) && !errors.Is(err, ErrStopped) &&
+				!errors.Is(err, context.DeadlineExceeded) {
 				return fmt.Errorf("%s: %w", id, err)
 			}
 		}

@@ -34,7 +34,8 @@ func TestWriterRefusesACredentialEndedBehindTheFollowersCopy(t *testing.T) {
 		require.Nil(t, submitAsAdmin(t, w, c).Rejected, c.Kind())
 	}
 	digest := strings.Repeat("ab", 32)
-	admin(&commands.RunCreate{RunID: "R", Team: "t", Goal: "g", Cwd: "/w", OrchestratorDigest: strings.Repeat("cd", 32)})
+	admin(&commands.RunCreate{RunID: "R", Team: "t", Goal: "g", Cwd: "/w",
+		OrchestratorDigest: strings.Repeat("cd", 32)})
 	admin(&commands.RunTransition{RunID: "R", To: "running"})
 	for _, task := range []string{"T1", "T2", "T3"} {
 		admin(&commands.TaskCreate{RunID: "R", TaskID: task, Role: "executor", Agent: "a", Title: "t", Cwd: "/w"})
@@ -61,10 +62,13 @@ func TestWriterRefusesACredentialEndedBehindTheFollowersCopy(t *testing.T) {
 				f.Engine().Read(func(s *projections.State) { end = commands.CheckCredential(s, *cred) })
 				return end
 			}
-			require.Equal(t, commands.CredentialLive, checked(), "the follower's copy (what its broker checks) admits it")
-			answered := submitHeldBack(t, f, waiting, commands.Request{Principal: events.WorkerPrincipal("R", tc.task),
-				CommandID: "m-" + tc.task, Actor: events.Actor{Role: events.RoleWorker, TaskID: tc.task},
-				Command: &commands.MessageSend{RunID: "R", FromTask: tc.task, To: []string{"T3"}, Body: "hi"}, Credential: cred})
+			require.Equal(t, commands.CredentialLive, checked(),
+				"the follower's copy (what its broker checks) admits it")
+			answered := submitHeldBack(t, f, waiting,
+				commands.Request{Principal: events.WorkerPrincipal("R", tc.task),
+					CommandID: "m-" + tc.task, Actor: events.Actor{Role: events.RoleWorker, TaskID: tc.task},
+					Command:    &commands.MessageSend{RunID: "R", FromTask: tc.task, To: []string{"T3"}, Body: "hi"},
+					Credential: cred})
 			require.Equal(t, commands.CredentialLive, checked(), "the fold is still held")
 			release()
 			err := (<-answered).err
@@ -73,10 +77,12 @@ func TestWriterRefusesACredentialEndedBehindTheFollowersCopy(t *testing.T) {
 			ended, ok := err.(*commands.CredentialEndedError)
 			require.True(t, ok, "want a *commands.CredentialEndedError, got %T: %v", err, err)
 			require.Equal(t, tc.want, ended.End)
-			require.Equal(t, tc.want, checked(), "the follower's copy, once it answered, refuses the credential so too")
+			require.Equal(t, tc.want, checked(),
+				"the follower's copy, once it answered, refuses the credential so too")
 			require.Equal(t, before, w.Engine().Head(), "the writer recorded the refused command")
 			waitHead(t, f, w.Engine().Head())
-			require.Equal(t, w.Engine().Head(), f.Engine().Head(), "the follower's copy holds what the writer's does, no more")
+			require.Equal(t, w.Engine().Head(), f.Engine().Head(),
+				"the follower's copy holds what the writer's does, no more")
 		})
 	}
 }
@@ -128,8 +134,8 @@ func submitHeldBack(t *testing.T, f *Node, waiting <-chan uint64, r commands.Req
 	}()
 	select {
 	case a := <-answered:
-		t.Fatalf("answered %+v, %v while the follower's copy does not hold what the writer decided on", a.rep.Rejected,
-			a.err)
+		t.Fatalf("answered %+v, %v while the follower's copy does not hold what the writer decided on",
+			a.rep.Rejected, a.err)
 	case pos := <-waiting:
 		require.Greater(t, pos, f.Engine().Head(), "waits for a position its copy has not folded")
 	case <-time.After(30 * time.Second):
@@ -247,7 +253,8 @@ func TestWriterRefusesAnUnreadableCredentialHeader(t *testing.T) {
 	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
 	w := startWriterOn(t, srv, Options{Name: "w", Log: cfg, LeaseTTL: time.Second})
 	data, err := commands.EncodeRequest(commands.Request{Principal: events.AdminPrincipal(), CommandID: "c-1",
-		Actor: events.Actor{Role: events.RoleAdmin}, Command: &commands.RunCreate{RunID: "r", Team: "t", Goal: "g", Cwd: "/w"}})
+		Actor:   events.Actor{Role: events.RoleAdmin},
+		Command: &commands.RunCreate{RunID: "r", Team: "t", Goal: "g", Cwd: "/w"}})
 	require.NoError(t, err)
 	head := w.Engine().Head()
 	// NB: the writer subscribes to the commands subject before it says it is elected; a request before the server

@@ -32,7 +32,8 @@ func TestAFailedWriterTakesNoForwardedRequest(t *testing.T) {
 	fenceWriter(t, w, js)
 
 	data, err := commands.EncodeRequest(commands.Request{Principal: events.AdminPrincipal(), CommandID: "c1",
-		Actor: events.Actor{Role: events.RoleAdmin}, Command: &commands.RunCreate{RunID: "T", Team: "t", Goal: "g", Cwd: "/w"}})
+		Actor:   events.Actor{Role: events.RoleAdmin},
+		Command: &commands.RunCreate{RunID: "T", Team: "t", Goal: "g", Cwd: "/w"}})
 	require.NoError(t, err)
 	var answered error
 	// NB: 20 s is a guard, not a measure: the subscription drains on its own, each poll may wait out its request's
@@ -49,7 +50,8 @@ func fenceWriter(t *testing.T, w *Node, js jetstream.JetStream) {
 	t.Helper()
 	_, err := js.Publish(context.Background(), w.o.Log.Subject(), []byte("another writer's message"))
 	require.NoError(t, err)
-	_, err = submitTo(t, w, commands.Request{Principal: events.AdminPrincipal(), Actor: events.Actor{Role: events.RoleAdmin},
+	_, err = submitTo(t, w, commands.Request{Principal: events.AdminPrincipal(),
+		Actor:   events.Actor{Role: events.RoleAdmin},
 		Command: &commands.RunCreate{RunID: "S", Team: "t", Goal: "g", Cwd: "/w"}})
 	require.ErrorIs(t, err, commands.ErrFailed, "fenced")
 	select {

@@ -133,10 +133,11 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 			// Nothing was sent: the request is larger than a NATS
 			// message. Refused, recording nothing, as the writer
 			// refuses a command whose event no message can carry.
-			return commands.Reply{Rejected: &commands.RejectedError{Code: commands.CodeBadParams, Reason: "invalid-params",
-				Message: fmt.Sprintf("%s: a request of %d bytes (with its credential) does not fit one NATS message to the "+
-					"writer: the NATS servers' max_payload is %d bytes; raise max_payload above crewd's --max-frame, or send less",
-					r.Command.Kind(), len(data)+len(cred), n.o.Conn.MaxPayload())}}, true, nil
+			return commands.Reply{Rejected: &commands.RejectedError{Code: commands.CodeBadParams,
+				Reason: "invalid-params", Message: fmt.Sprintf("%s: a request of %d bytes (with its credential) "+
+					"does not fit one NATS message to the writer: the NATS servers' max_payload is %d bytes; raise "+
+					"max_payload above crewd's --max-frame, or send less", r.Command.Kind(), len(data)+len(cred),
+					n.o.Conn.MaxPayload())}}, true, nil
 		case errors.Is(err, nats.ErrNoResponders):
 			retry = true // nobody received it
 		default:
@@ -231,7 +232,8 @@ func (n *Node) waitCopied(ctx context.Context, pos uint64) error {
 		case <-n.failed:
 			return fmt.Errorf("%w: the writer committed position %d, not copied here: %v", ErrStopped, pos, n.Err())
 		case <-ctx.Done():
-			return fmt.Errorf("%w: the writer committed position %d, not yet copied here: %w", ErrNoWriter, pos, ctx.Err())
+			return fmt.Errorf("%w: the writer committed position %d, not yet copied here: %w", ErrNoWriter,
+				pos, ctx.Err())
 		}
 	}
 }

@@ -33,13 +33,15 @@ func (lowSpace) CheckSpace() error { return errLowSpace }
 func TestFollowerAnswersTheWritersLowSpace(t *testing.T) {
 	srv := startNATS(t)
 	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
-	startWriterOn(t, srv, Options{Name: "w", Log: cfg, LeaseTTL: time.Second, Engine: commands.Options{Space: lowSpace{}}})
+	startWriterOn(t, srv, Options{Name: "w", Log: cfg, LeaseTTL: time.Second,
+		Engine: commands.Options{Space: lowSpace{}}})
 	f := startOn(t, srv, Options{Name: "f", Log: cfg, LeaseTTL: time.Second})
 
 	for _, id := range []string{"with-id", ""} {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_, err := f.Engine().Submit(ctx, commands.Request{Principal: events.AdminPrincipal(), CommandID: id,
-			Actor: events.Actor{Role: events.RoleAdmin}, Command: &commands.RunCreate{RunID: "r", Team: "t", Goal: "g", Cwd: "/w"}})
+			Actor:   events.Actor{Role: events.RoleAdmin},
+			Command: &commands.RunCreate{RunID: "r", Team: "t", Goal: "g", Cwd: "/w"}})
 		cancel()
 		require.ErrorIs(t, err, commands.ErrNoSpace, "command id %q", id)
 		require.NotErrorIs(t, err, ErrNoWriter)
@@ -55,7 +57,8 @@ func TestFollowerWithLowSpaceAnswersDiskFull(t *testing.T) {
 	srv := startNATS(t)
 	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
 	w := startWriterOn(t, srv, Options{Name: "w", Log: cfg, LeaseTTL: time.Second})
-	f := startOn(t, srv, Options{Name: "f", Log: cfg, LeaseTTL: time.Second, Engine: commands.Options{Space: lowSpace{}}})
+	f := startOn(t, srv, Options{Name: "f", Log: cfg, LeaseTTL: time.Second,
+		Engine: commands.Options{Space: lowSpace{}}})
 
 	head := w.Engine().Head()
 	for _, id := range []string{"with-id", ""} {
@@ -116,25 +119,27 @@ func TestFollowerResendsOnlyWhatTheWriterDidNotDecide(t *testing.T) {
 }
 
 // A writer may take longer than a few seconds to answer: a publish waits out a stream leader election, up to its
-// publish timeout (10 s by default), rather than fail the writer. A follower waits for its answer to a command without
-// a command id for as long as the request may wait: such a request cannot be sent again once it may have reached a
-// writer, so giving the attempt up gains nothing. It used to give each attempt up after 5 s and answer that no writer
-// answered (unavailable, in doubt), while the writer decided the command and its answer was on its way.
+// publish timeout (10 s by default), rather than fail the writer. A follower waits for its answer to a command
+// without a command id for as long as the request may wait: such a request cannot be sent again once it may have
+// reached a writer, so giving the attempt up gains nothing. It used to give each attempt up after 5 s and answer that
+// no writer answered (unavailable, in doubt), while the writer decided the command and its answer was on its way.
 func TestFollowerWaitsForASlowWritersAnswerToACommandWithoutAnID(t *testing.T) {
 	var asked atomic.Int32
 	// NB: an attempt of a request with a command id would be given up at once: any answer comes after it.
-	f := followerOfAFakeWriterReplyingWith(t, startNATS(t), Options{attemptTimeout: time.Nanosecond}, func(*nats.Msg) []byte {
-		asked.Add(1)
-		b, err := commands.EncodeReply(commands.Reply{Result: []byte(`{"ok":true}`)}, nil)
-		if err != nil {
-			return nil
-		}
-		return b
-	})
+	f := followerOfAFakeWriterReplyingWith(t, startNATS(t), Options{attemptTimeout: time.Nanosecond},
+		func(*nats.Msg) []byte {
+			asked.Add(1)
+			b, err := commands.EncodeReply(commands.Reply{Result: []byte(`{"ok":true}`)}, nil)
+			if err != nil {
+				return nil
+			}
+			return b
+		})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	rep, err := f.Engine().Submit(ctx, commands.Request{Principal: events.AdminPrincipal(),
-		Actor: events.Actor{Role: events.RoleAdmin}, Command: &commands.RunCreate{RunID: "r", Team: "t", Goal: "g", Cwd: "/w"}})
+		Actor:   events.Actor{Role: events.RoleAdmin},
+		Command: &commands.RunCreate{RunID: "r", Team: "t", Goal: "g", Cwd: "/w"}})
 	require.NoError(t, err)
 	require.JSONEq(t, `{"ok":true}`, string(rep.Result))
 	require.Equal(t, int32(1), asked.Load())
@@ -148,7 +153,8 @@ func followerOfAFakeWriter(t *testing.T, answer func(n int32) error) (f *Node, a
 }
 
 // followerOfAFakeWriterOn is followerOfAFakeWriter on the server srv.
-func followerOfAFakeWriterOn(t *testing.T, srv *server.Server, answer func(n int32) error) (f *Node, asked *atomic.Int32) {
+func followerOfAFakeWriterOn(t *testing.T, srv *server.Server, answer func(n int32) error) (f *Node,
+	asked *atomic.Int32) {
 	asked = new(atomic.Int32)
 	f = followerOfAFakeWriterReplying(t, srv, func(*nats.Msg) []byte {
 		b, err := commands.EncodeReply(commands.Reply{}, answer(asked.Add(1)))
@@ -168,7 +174,8 @@ func followerOfAFakeWriterReplying(t *testing.T, srv *server.Server, reply func(
 
 // followerOfAFakeWriterReplyingWith is followerOfAFakeWriterReplying with the follower's options o (its name, log and
 // lease TTL set here).
-func followerOfAFakeWriterReplyingWith(t *testing.T, srv *server.Server, o Options, reply func(request *nats.Msg) []byte) *Node {
+func followerOfAFakeWriterReplyingWith(t *testing.T, srv *server.Server, o Options,
+	reply func(request *nats.Msg) []byte) *Node {
 	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
 	nc := connectTo(t, srv)
 	js, err := jetstream.New(nc)
@@ -195,11 +202,12 @@ func submitRunCreate(f *Node, commandID string) (commands.Reply, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	return f.Engine().Submit(ctx, commands.Request{Principal: events.AdminPrincipal(), CommandID: commandID,
-		Actor: events.Actor{Role: events.RoleAdmin}, Command: &commands.RunCreate{RunID: "r", Team: "t", Goal: "g", Cwd: "/w"}})
+		Actor:   events.Actor{Role: events.RoleAdmin},
+		Command: &commands.RunCreate{RunID: "r", Team: "t", Goal: "g", Cwd: "/w"}})
 }
 
-// A writer refuses some commands before deciding them, recording nothing: one whose result the follower's client could
-// not carry (commands.ErrResultTooLarge), and one on a cold run it cannot read back from its log
+// A writer refuses some commands before deciding them, recording nothing: one whose result the follower's client
+// could not carry (commands.ErrResultTooLarge), and one on a cold run it cannot read back from its log
 // (projections.ErrNotReadBack). The follower answers the same at once (the broker's oversize-frame, replay-failed, as
 // from one crewd), instead of sending it again until its time is up and answering that no writer answered
 // (unavailable), which a client retries for ever. A not-read-back refusal was taken for the writer's failure so.
@@ -262,7 +270,8 @@ func TestFollowerAnswersARefusalOnceItsCopyHoldsWhatTheWriterDecidedOn(t *testin
 	require.Nil(t, submitAsAdmin(t, w, &commands.TaskTransition{RunID: "R", TaskID: "T", To: "completed"}).Rejected)
 	// While the copy is held before the task's end, the writer's refusal is not answered: the call waits for it.
 	answered := submitHeldBack(t, f, waiting, commands.Request{Principal: events.AdminPrincipal(),
-		Actor: events.Actor{Role: events.RoleAdmin}, Command: &commands.TaskTransition{RunID: "R", TaskID: "T", To: "running"}})
+		Actor:   events.Actor{Role: events.RoleAdmin},
+		Command: &commands.TaskTransition{RunID: "R", TaskID: "T", To: "running"}})
 	release()
 	a := <-answered
 	require.NoError(t, a.err)

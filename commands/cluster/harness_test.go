@@ -79,7 +79,8 @@ func (c *crewd) startLocked() error {
 	// not at its first, crewd1 at its first, …: the writers of one run use
 	// both ways of handing a group to the stream.
 	n, err := Start(ctx, local, Options{Name: fmt.Sprintf("%s-%d", c.name, c.starts), Conn: nc, Log: testLog,
-		LeaseTTL: time.Second, EarlyStaging: (c.index+c.starts)%2 == 1, Engine: commands.Options{SnapshotEvery: 500}, Logger: testLogger})
+		LeaseTTL: time.Second, EarlyStaging: (c.index+c.starts)%2 == 1, Engine: commands.Options{SnapshotEvery: 500},
+		Logger: testLogger})
 	if err != nil {
 		local.Close()
 		nc.Close()
@@ -186,7 +187,8 @@ func startTestCluster(t *testing.T) *testCluster {
 		nc.Shutdown()
 	})
 	for i := range 3 {
-		c := &crewd{t: t, name: fmt.Sprintf("crewd%d", i), dir: filepath.Join(dir, fmt.Sprintf("crewd%d", i)), urls: nc.URLs(), index: i}
+		c := &crewd{t: t, name: fmt.Sprintf("crewd%d", i), dir: filepath.Join(dir, fmt.Sprintf("crewd%d", i)),
+			urls: nc.URLs(), index: i}
 		require.NoError(t, c.start())
 		tc.crewds = append(tc.crewds, c)
 	}
@@ -252,7 +254,8 @@ func (tc *testCluster) caughtUp(t *testing.T, last uint64) {
 			case <-n.Failed():
 				n = c.running(t) // restarted: wait for the new node
 			case <-time.After(30 * time.Second):
-				t.Fatalf("%s did not catch up: sequence %d of %d, engine at %d, log at %d", c.name, n.Sequence(), last, n.Engine().Head(), head)
+				t.Fatalf("%s did not catch up: sequence %d of %d, engine at %d, log at %d", c.name, n.Sequence(),
+					last, n.Engine().Head(), head)
 			}
 		}
 	}

@@ -65,7 +65,8 @@ func awaitLeaseWrites(nc *nats.Conn, cfg natslog.Config, holder string, writes i
 	for {
 		select {
 		case e := <-w.Updates():
-			if e != nil && e.Operation() == jetstream.KeyValuePut && strings.HasPrefix(string(e.Value()), holder+"/") {
+			if e != nil && e.Operation() == jetstream.KeyValuePut &&
+				strings.HasPrefix(string(e.Value()), holder+"/") {
 				if seen++; seen == writes {
 					return nil
 				}

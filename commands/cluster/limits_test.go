@@ -26,13 +26,15 @@ import (
 func TestWriterRefusesACommandNoMessageCanCarry(t *testing.T) {
 	const maxPayload = 64 << 10
 	srv := startNATSWithMaxPayload(t, maxPayload)
-	w := startWriterOn(t, srv, Options{Name: "w", Log: natslog.Config{Stream: "CREWLOG", Replicas: 1}, LeaseTTL: time.Second})
+	w := startWriterOn(t, srv, Options{Name: "w", Log: natslog.Config{Stream: "CREWLOG", Replicas: 1},
+		LeaseTTL: time.Second})
 
 	submit := func(id, goal string) (commands.Reply, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		return w.Engine().Submit(ctx, commands.Request{Principal: events.AdminPrincipal(), CommandID: id,
-			Actor: events.Actor{Role: events.RoleAdmin}, Command: &commands.RunCreate{RunID: id, Team: "t", Goal: goal, Cwd: "/w"}})
+			Actor:   events.Actor{Role: events.RoleAdmin},
+			Command: &commands.RunCreate{RunID: id, Team: "t", Goal: goal, Cwd: "/w"}})
 	}
 	r, err := submit("big", strings.Repeat("g", maxPayload+1))
 	require.NoError(t, err)
@@ -117,7 +119,8 @@ func TestACommandLargerThanANATSMessageIsRefusedNamingTheLimit(t *testing.T) {
 func TestARefusalTooLargeForTheManifestIsAnsweredNamingTheLimit(t *testing.T) {
 	const maxPayload = 2 << 10
 	srv := startNATSWithMaxPayload(t, maxPayload)
-	w := startWriterOn(t, srv, Options{Name: "w", Log: natslog.Config{Stream: "CREWLOG", Replicas: 1}, LeaseTTL: time.Second})
+	w := startWriterOn(t, srv, Options{Name: "w", Log: natslog.Config{Stream: "CREWLOG", Replicas: 1},
+		LeaseTTL: time.Second})
 	runID := strings.Repeat("r", 900)
 	unrecorded := refusedTransition(t, w, "", runID)
 	require.Equal(t, commands.CodeNoManifest, unrecorded.Code, "%s", unrecorded.Message)
@@ -140,7 +143,8 @@ func TestARefusalTooLargeForTheManifestIsAnsweredNamingTheLimit(t *testing.T) {
 func TestARefusalWhoseReplacementDoesNotFitIsAnsweredUnrecorded(t *testing.T) {
 	const maxPayload = 1 << 10
 	srv := startNATSWithMaxPayload(t, maxPayload)
-	w := startWriterOn(t, srv, Options{Name: "w", Log: natslog.Config{Stream: "CREWLOG", Replicas: 1}, LeaseTTL: time.Second})
+	w := startWriterOn(t, srv, Options{Name: "w", Log: natslog.Config{Stream: "CREWLOG", Replicas: 1},
+		LeaseTTL: time.Second})
 	id := strings.Repeat("c", eventlog.MaxIDLen)
 	for range 2 { // the second is a retry: nothing was recorded, so it is decided again
 		refused := refusedTransition(t, w, id, strings.Repeat("r", 300))

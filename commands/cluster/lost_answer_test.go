@@ -27,7 +27,8 @@ func TestWriterDecidesNoRequestItCannotAnswer(t *testing.T) {
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 
 	data, err := commands.EncodeRequest(commands.Request{Principal: events.AdminPrincipal(), CommandID: "c1",
-		Actor: events.Actor{Role: events.RoleAdmin}, Command: &commands.RunCreate{RunID: "R", Team: "t", Goal: "g", Cwd: "/w"}})
+		Actor:   events.Actor{Role: events.RoleAdmin},
+		Command: &commands.RunCreate{RunID: "R", Team: "t", Goal: "g", Cwd: "/w"}})
 	require.NoError(t, err)
 	nc := connectTo(t, srv)
 	require.NoError(t, nc.Publish(cfg.CommandSubject(), data))

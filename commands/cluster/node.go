@@ -111,7 +111,8 @@ type Options struct {
 	// attemptTimeout, set by tests, replaces the bound of one attempt of a forwarded request that may be sent again
 	// (defaultAttemptTimeout).
 	attemptTimeout time.Duration
-	// warnEvery, set by tests, replaces defaultWarnEvery, the bound of the warnings about what peers send (warnBound).
+	// warnEvery, set by tests, replaces defaultWarnEvery, the bound of the warnings about what peers send
+	// (warnBound).
 	warnEvery time.Duration
 	// beforeSubmit, set by tests, runs when the writer has taken a forwarded request and before its engine decides
 	// it; ctx ends when the node stops. A test that blocks in it holds the writer's forwarded requests in flight.

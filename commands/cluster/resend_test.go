@@ -22,7 +22,8 @@ func TestAResendToASlowWriterIsDecidedOnce(t *testing.T) {
 	srv := startNATS(t)
 	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
 	held := newHeldGroups()
-	w := startWriterOn(t, srv, Options{Name: "w", Log: cfg, LeaseTTL: time.Second, Engine: commands.Options{Observer: held}})
+	w := startWriterOn(t, srv, Options{Name: "w", Log: cfg, LeaseTTL: time.Second,
+		Engine: commands.Options{Observer: held}})
 	t.Cleanup(held.let) // before the node closes: a test that fails while a group is held does not hang
 	f := startOn(t, srv, Options{Name: "f", Log: cfg, LeaseTTL: time.Second, attemptTimeout: 500 * time.Millisecond})
 
@@ -37,7 +38,8 @@ func TestAResendToASlowWriterIsDecidedOnce(t *testing.T) {
 	held.hold.Store(true)
 	before := make(chan error, 1)
 	go func() {
-		_, err := submitTo(t, w, commands.Request{Principal: events.AdminPrincipal(), Actor: events.Actor{Role: events.RoleAdmin},
+		_, err := submitTo(t, w, commands.Request{Principal: events.AdminPrincipal(),
+			Actor:   events.Actor{Role: events.RoleAdmin},
 			Command: &commands.RunCreate{RunID: "before", Team: "t", Goal: "g", Cwd: "/w"}})
 		before <- err
 	}()
@@ -50,7 +52,8 @@ func TestAResendToASlowWriterIsDecidedOnce(t *testing.T) {
 	answered := make(chan answer, 1)
 	go func() {
 		rep, err := submitTo(t, f, commands.Request{Principal: events.AdminPrincipal(), CommandID: "c1",
-			Actor: events.Actor{Role: events.RoleAdmin}, Command: &commands.RunCreate{RunID: "R", Team: "t", Goal: "g", Cwd: "/w"}})
+			Actor:   events.Actor{Role: events.RoleAdmin},
+			Command: &commands.RunCreate{RunID: "R", Team: "t", Goal: "g", Cwd: "/w"}})
 		answered <- answer{rep, err}
 	}()
 	for range 2 { // the first attempt and one more
@@ -91,7 +94,8 @@ func TestAFollowerResendsAnUnansweredCommandABoundedNumberOfTimes(t *testing.T) 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, err := f.Engine().Submit(ctx, commands.Request{Principal: events.AdminPrincipal(), CommandID: "c1",
-		Actor: events.Actor{Role: events.RoleAdmin}, Command: &commands.RunCreate{RunID: "R", Team: "t", Goal: "g", Cwd: "/w"}})
+		Actor:   events.Actor{Role: events.RoleAdmin},
+		Command: &commands.RunCreate{RunID: "R", Team: "t", Goal: "g", Cwd: "/w"}})
 	require.ErrorIs(t, err, ErrNoWriter)
 	require.ErrorIs(t, err, commands.ErrUnavailable, "retry with the same command id")
 	require.NoError(t, ctx.Err(), "answered before the caller's deadline")

@@ -79,6 +79,7 @@ func (n *Node) answerBusy(m *nats.Msg, size int) {
 		eerr = m.Respond(b)
 	}
 	if eerr != nil {
-		n.lostAnswer("a forwarded request's busy answer could not be sent; its follower waits for it in vain", eerr, size)
+		n.lostAnswer("a forwarded request's busy answer could not be sent; its follower waits for it in vain", eerr,
+			size)
 	}
 }

@@ -60,7 +60,8 @@ func startHeldWriter(t *testing.T) (*server.Server, natslog.Config, *Node, *held
 func encodedRunCreate(t *testing.T, id string) []byte {
 	t.Helper()
 	b, err := commands.EncodeRequest(commands.Request{Principal: events.AdminPrincipal(), CommandID: id,
-		Actor: events.Actor{Role: events.RoleAdmin}, Command: &commands.RunCreate{RunID: id, Team: "t", Goal: "g", Cwd: "/w"}})
+		Actor:   events.Actor{Role: events.RoleAdmin},
+		Command: &commands.RunCreate{RunID: id, Team: "t", Goal: "g", Cwd: "/w"}})
 	require.NoError(t, err)
 	return b
 }
@@ -91,7 +92,8 @@ func TestWriterBoundsTheForwardedRequestsItHolds(t *testing.T) {
 		require.NoError(t, err, "answer %d of the %d over the bound", i, flood-slots)
 		_, err = commands.DecodeReply(m.Data)
 		require.ErrorIs(t, err, commands.ErrWriterBusy)
-		require.False(t, commands.DecidedNothing(err), "no answer of its own for the client: the follower sends it again")
+		require.False(t, commands.DecidedNothing(err),
+			"no answer of its own for the client: the follower sends it again")
 	}
 	require.Eventually(t, func() bool { return held.now.Load() == int64(slots) }, 10*time.Second, 10*time.Millisecond,
 		"the writer holds its slots' worth")
@@ -122,7 +124,8 @@ func TestFollowerSendsAgainWhatTheBusyWriterDidNotTake(t *testing.T) {
 
 	nc := connectTo(t, srv)
 	for i := range w.Engine().QueueCap() {
-		m := &nats.Msg{Subject: cfg.CommandSubject(), Reply: nats.NewInbox(), Data: encodedRunCreate(t, fmt.Sprintf("r%d", i))}
+		m := &nats.Msg{Subject: cfg.CommandSubject(), Reply: nats.NewInbox(),
+			Data: encodedRunCreate(t, fmt.Sprintf("r%d", i))}
 		require.NoError(t, nc.PublishMsg(m))
 	}
 	require.NoError(t, nc.Flush())
@@ -133,7 +136,8 @@ func TestFollowerSendsAgainWhatTheBusyWriterDidNotTake(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		_, err := f.Engine().Submit(ctx, commands.Request{Principal: events.AdminPrincipal(), Actor: events.Actor{Role: events.RoleAdmin},
+		_, err := f.Engine().Submit(ctx, commands.Request{Principal: events.AdminPrincipal(),
+			Actor:   events.Actor{Role: events.RoleAdmin},
 			Command: &commands.RunCreate{RunID: "through-f", Team: "t", Goal: "g", Cwd: "/w"}})
 		done <- err
 	}()
