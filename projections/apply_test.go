@@ -35,7 +35,8 @@ func TestApplyRuns(t *testing.T) {
 			r, ok := s.Run("r1")
 			require.True(t, ok)
 			require.Equal(t, Run{RunID: "r1", Team: "t", Workflow: "w", Goal: "g", Cwd: "/c", Status: RunQueued,
-				BudgetTotal: new(int64(5000)), BudgetWarning: new(0.5), BudgetAbort: new(0.9), CreatedAt: at(1), UpdatedAt: at(1), Usage: RunUsage{Events: 1, TextBytes: int64(len("t" + "w" + "g" + "/c"))}}, r)
+				BudgetTotal: new(int64(5000)), BudgetWarning: new(0.5), BudgetAbort: new(0.9), CreatedAt: at(1),
+				UpdatedAt: at(1), Usage: RunUsage{Events: 1, TextBytes: int64(len("t" + "w" + "g" + "/c"))}}, r)
 		}},
 		{"status events and a second create", func(h *history) {
 			h.add("r1", events.TypeRunCreated, &events.RunCreated{Team: "t"})
@@ -53,8 +54,10 @@ func TestApplyRuns(t *testing.T) {
 		}},
 		{"budget thresholds", func(h *history) {
 			h.add("r1", events.TypeRunCreated, &events.RunCreated{BudgetTotal: new(int64(100))})
-			h.add("r1", events.TypeRunBudgetWarning, &events.RunBudgetWarning{BudgetTotal: 100, BudgetUsed: 80, Threshold: "warning"})
-			h.add("r1", events.TypeRunBudgetAbort, &events.RunBudgetAbort{BudgetTotal: 100, BudgetUsed: 95, Threshold: "abort"})
+			h.add("r1", events.TypeRunBudgetWarning,
+				&events.RunBudgetWarning{BudgetTotal: 100, BudgetUsed: 80, Threshold: "warning"})
+			h.add("r1", events.TypeRunBudgetAbort,
+				&events.RunBudgetAbort{BudgetTotal: 100, BudgetUsed: 95, Threshold: "abort"})
 		}, func(t *testing.T, s *State) {
 			r, _ := s.Run("r1")
 			require.True(t, r.BudgetWarned)
@@ -101,14 +104,16 @@ func TestRunsPaging(t *testing.T) {
 	require.Equal(t, ids, collect(RunFilter{Limit: 2}))
 	require.Equal(t, []string{"re", "rd", "rc", "rb", "ra"}, collect(RunFilter{Limit: 2, Newest: true}))
 	require.Equal(t, []string{"rb", "rd"}, collect(RunFilter{Limit: 1, Statuses: []RunStatus{RunRunning}}))
-	require.Equal(t, []string{"re", "rc", "ra"}, collect(RunFilter{Limit: 5, Newest: true, Statuses: []RunStatus{RunQueued}}))
+	require.Equal(t, []string{"re", "rc", "ra"},
+		collect(RunFilter{Limit: 5, Newest: true, Statuses: []RunStatus{RunQueued}}))
 	// A page that looked at MaxScan runs ends there, however few it holds; the pages together hold the same runs.
 	page, err := s.Runs(RunFilter{Limit: 5, MaxScan: 2, Statuses: []RunStatus{RunRunning}})
 	require.NoError(t, err)
 	require.Len(t, page.Runs, 1)
 	require.Equal(t, "rb", page.Runs[0].RunID)
 	require.Equal(t, RunPage{Runs: page.Runs, NextCursor: "2", Scanned: 2}, page)
-	require.Equal(t, []string{"rb", "rd"}, collect(RunFilter{Limit: 5, MaxScan: 1, Statuses: []RunStatus{RunRunning}}))
+	require.Equal(t, []string{"rb", "rd"}, collect(RunFilter{Limit: 5, MaxScan: 1,
+		Statuses: []RunStatus{RunRunning}}))
 	require.Equal(t, []string{"re", "rc", "ra"}, collect(RunFilter{Limit: 5, MaxScan: 2, Newest: true,
 		Statuses: []RunStatus{RunQueued}}))
 
@@ -130,8 +135,8 @@ func TestRunsPaging(t *testing.T) {
 func TestApplyTasks(t *testing.T) {
 	created := func(h *history) {
 		h.add(runR, events.TypeRunCreated, &events.RunCreated{})
-		h.add(runR, events.TypeTaskCreated, &events.TaskCreated{TaskID: "t1", Role: "executor", Agent: "a", Title: "T",
-			Cwd: "/w", StepID: "s1"})
+		h.add(runR, events.TypeTaskCreated, &events.TaskCreated{TaskID: "t1", Role: "executor",
+			Agent: "a", Title: "T", Cwd: "/w", StepID: "s1"})
 	}
 	task := func(t *testing.T, s *State) Task {
 		tk, ok := s.Task(runR, "t1")
@@ -157,7 +162,8 @@ func TestApplyTasks(t *testing.T) {
 		{"failed then retried clears the attempt", func(h *history) {
 			created(h)
 			h.add(runR, events.TypeTaskStarted, &events.TaskStarted{TaskID: "t1"})
-			h.add(runR, events.TypeTaskFailed, &events.TaskFailed{TaskID: "t1", Error: "boom", FailureCause: "enospc"})
+			h.add(runR, events.TypeTaskFailed, &events.TaskFailed{TaskID: "t1", Error: "boom",
+				FailureCause: "enospc"})
 			h.add(runR, events.TypeTaskRetried, &events.TaskRetried{TaskID: "t1", Reason: "retry"})
 		}, func(t *testing.T, s *State) {
 			tk := task(t, s)
@@ -188,8 +194,10 @@ func TestApplyTasks(t *testing.T) {
 		}},
 		{"usage is cumulative and feeds the run's budget use", func(h *history) {
 			created(h)
-			h.add(runR, events.TypeTaskUsage, &events.TaskUsage{TaskID: "t1", Input: 10, Output: 5, CacheRead: 100, CacheWrite: 1})
-			h.add(runR, events.TypeTaskUsage, &events.TaskUsage{TaskID: "t1", Input: 20, Output: 10, CacheRead: 200, CacheWrite: 2})
+			h.add(runR, events.TypeTaskUsage, &events.TaskUsage{TaskID: "t1", Input: 10, Output: 5, CacheRead: 100,
+				CacheWrite: 1})
+			h.add(runR, events.TypeTaskUsage, &events.TaskUsage{TaskID: "t1", Input: 20, Output: 10, CacheRead: 200,
+				CacheWrite: 2})
 		}, func(t *testing.T, s *State) {
 			require.Equal(t, Usage{Input: 20, Output: 10, CacheRead: 200, CacheWrite: 2}, task(t, s).Usage)
 			r, _ := s.Run(runR)
@@ -219,8 +227,10 @@ func TestApplyDelegations(t *testing.T) {
 	runCases(t, []applyCase{
 		{"requested and rejected leave no trace", func(h *history) {
 			fixture(h, 0, false)
-			h.add(runR, events.TypeDelegateRejected, &events.DelegateRejected{TaskID: taskP, Reason: events.ReasonNestingDisabled})
-			h.add(runR, events.TypeDelegateRequested, &events.DelegateRequested{TaskID: taskP, SubID: "gc-1", Role: "explorer"})
+			h.add(runR, events.TypeDelegateRejected,
+				&events.DelegateRejected{TaskID: taskP, Reason: events.ReasonNestingDisabled})
+			h.add(runR, events.TypeDelegateRequested,
+				&events.DelegateRequested{TaskID: taskP, SubID: "gc-1", Role: "explorer"})
 			h.add(runR, events.TypeDelegateRejected, &events.DelegateRejected{TaskID: taskP, SubID: "gc-1",
 				Reason: events.ReasonSlotsExhausted, Policy: &events.Policy{Held: 2, Capacity: 2}})
 		}, func(t *testing.T, s *State) {
@@ -232,7 +242,8 @@ func TestApplyDelegations(t *testing.T) {
 			fixture(h, 0, false)
 			admitBatch(h, "gc-1", 0, false, 0)
 			settleBatch(h, "gc-1", events.TypeDelegateFailed, 0, 0)
-			h.add(runR, events.TypeDelegateCancelRequested, &events.DelegateCancelRequested{TaskID: taskP, SubID: "gc-1"})
+			h.add(runR, events.TypeDelegateCancelRequested,
+				&events.DelegateCancelRequested{TaskID: taskP, SubID: "gc-1"})
 		}, func(t *testing.T, s *State) {
 			d, _ := s.Delegation(runR, "gc-1")
 			require.Equal(t, DelegationFailed, d.Status)
@@ -241,7 +252,8 @@ func TestApplyDelegations(t *testing.T) {
 		{"expired timeout", func(h *history) {
 			fixture(h, 0, false)
 			admitBatch(h, "gc-1", 0, false, 0)
-			h.add(runR, events.TypeDelegateTimedOut, &events.DelegateTimedOut{TaskID: taskP, SubID: "gc-1", Expired: true})
+			h.add(runR, events.TypeDelegateTimedOut,
+				&events.DelegateTimedOut{TaskID: taskP, SubID: "gc-1", Expired: true})
 		}, func(t *testing.T, s *State) {
 			d, _ := s.Delegation(runR, "gc-1")
 			require.Equal(t, DelegationTimedOut, d.Status)
@@ -251,7 +263,8 @@ func TestApplyDelegations(t *testing.T) {
 		{"a shadow can be a parent", func(h *history) {
 			fixture(h, 0, false)
 			admitBatch(h, "gc-A", 0, false, 0)
-			h.add(runR, events.TypeDelegateAdmitted, &events.DelegateAdmitted{TaskID: "gc-A", SubID: "gc-B", ChildDepth: 3, Role: "analyst"})
+			h.add(runR, events.TypeDelegateAdmitted,
+				&events.DelegateAdmitted{TaskID: "gc-A", SubID: "gc-B", ChildDepth: 3, Role: "analyst"})
 		}, func(t *testing.T, s *State) {
 			d, _ := s.Delegation(runR, "gc-B")
 			require.Equal(t, "gc-A", d.ParentTaskID)
@@ -261,9 +274,12 @@ func TestApplyDelegations(t *testing.T) {
 		}},
 		{"in flight is ordered by deadline", func(h *history) {
 			fixture(h, 0, false)
-			h.add(runR, events.TypeDelegateAdmitted, &events.DelegateAdmitted{TaskID: taskP, SubID: "gc-late", Deadline: 900})
-			h.add(runR, events.TypeDelegateAdmitted, &events.DelegateAdmitted{TaskID: taskP, SubID: "gc-b", Deadline: 100})
-			h.add(runR, events.TypeDelegateAdmitted, &events.DelegateAdmitted{TaskID: taskP, SubID: "gc-a", Deadline: 100})
+			h.add(runR, events.TypeDelegateAdmitted,
+				&events.DelegateAdmitted{TaskID: taskP, SubID: "gc-late", Deadline: 900})
+			h.add(runR, events.TypeDelegateAdmitted,
+				&events.DelegateAdmitted{TaskID: taskP, SubID: "gc-b", Deadline: 100})
+			h.add(runR, events.TypeDelegateAdmitted,
+				&events.DelegateAdmitted{TaskID: taskP, SubID: "gc-a", Deadline: 100})
 		}, func(t *testing.T, s *State) {
 			var subs []string
 			for _, d := range s.InFlight() {
@@ -303,14 +319,16 @@ func TestApplyLedger(t *testing.T) {
 
 func TestApplyMailbox(t *testing.T) {
 	appended := func(h *history, id, to string) {
-		h.add(runR, events.TypeMailboxAppended, &events.MailboxAppended{ID: id, To: to, From: "orchestrator", Kind: events.KindMessage,
-			Priority: events.PriorityNormal, DeliveryMode: events.DeliveryNextTurn, Body: "b-" + id})
+		h.add(runR, events.TypeMailboxAppended, &events.MailboxAppended{ID: id, To: to, From: "orchestrator",
+			Kind: events.KindMessage, Priority: events.PriorityNormal, DeliveryMode: events.DeliveryNextTurn,
+			Body: "b-" + id})
 	}
 	runCases(t, []applyCase{
 		{"status only moves forward; duplicates ignored", func(h *history) {
 			fixture(h, 0, false)
 			appended(h, "m1", taskP)
-			h.add(runR, events.TypeMailboxAcknowledged, &events.MailboxAcknowledged{MessageID: "m1", Recipient: taskP})
+			h.add(runR, events.TypeMailboxAcknowledged,
+				&events.MailboxAcknowledged{MessageID: "m1", Recipient: taskP})
 			h.add(runR, events.TypeMailboxDelivered, &events.MailboxDelivered{MessageID: "m1", Recipient: taskP})
 			appended(h, "m1", events.RunInbox)
 			h.add(runR, events.TypeMailboxDelivered, &events.MailboxDelivered{MessageID: "nope"})
@@ -324,10 +342,13 @@ func TestApplyMailbox(t *testing.T) {
 		}},
 		{"rerouted result and steer land where they are addressed", func(h *history) {
 			fixture(h, 0, false)
-			h.add(runR, events.TypeMailboxAppended, &events.MailboxAppended{ID: "r1", To: events.RunInbox, From: "delegate:gc-1",
-				Kind: events.KindResponse, Rerouted: true})
-			h.add(runR, events.TypeMailboxAppended, &events.MailboxAppended{ID: "steer_1", To: taskP, From: "orchestrator",
-				Kind: events.KindSteer, Priority: events.PriorityUrgent, DeliveryMode: events.DeliveryInterrupt, Body: "stop"})
+			h.add(runR, events.TypeMailboxAppended,
+				&events.MailboxAppended{ID: "r1", To: events.RunInbox, From: "delegate:gc-1",
+					Kind: events.KindResponse, Rerouted: true})
+			h.add(runR, events.TypeMailboxAppended,
+				&events.MailboxAppended{ID: "steer_1", To: taskP, From: "orchestrator",
+					Kind: events.KindSteer, Priority: events.PriorityUrgent, DeliveryMode: events.DeliveryInterrupt,
+					Body: "stop"})
 			h.add(runR, events.TypeSteerPushed, &events.SteerPushed{TaskID: taskP, MessageID: "steer_1"})
 		}, func(t *testing.T, s *State) {
 			inbox, _ := s.Mailbox(runR, events.RunInbox, MailboxFilter{})
@@ -381,8 +402,10 @@ func TestApplyAsksCredentialsConfig(t *testing.T) {
 		}},
 		{"credential issue, revoke, re-issue", func(h *history) {
 			fixture(h, 0, false)
-			h.add(runR, events.TypeCredentialIssued, &events.CredentialIssued{TaskID: events.OrchestratorKey, Role: events.RoleOrchestrator, Digest: "o1"})
-			h.add(runR, events.TypeCredentialIssued, &events.CredentialIssued{TaskID: taskP, Role: events.RoleWorker, Digest: "d1"})
+			h.add(runR, events.TypeCredentialIssued,
+				&events.CredentialIssued{TaskID: events.OrchestratorKey, Role: events.RoleOrchestrator, Digest: "o1"})
+			h.add(runR, events.TypeCredentialIssued,
+				&events.CredentialIssued{TaskID: taskP, Role: events.RoleWorker, Digest: "d1"})
 			h.add(runR, events.TypeCredentialRevoked, &events.CredentialRevoked{TaskID: taskP, Digest: "d1"})
 		}, func(t *testing.T, s *State) {
 			c, ok := s.Credential(runR, taskP)
@@ -398,7 +421,8 @@ func TestApplyAsksCredentialsConfig(t *testing.T) {
 			}
 			require.Equal(t, []string{events.OrchestratorKey, taskP}, keys)
 
-			Apply(s, events.Event{Stream: runR, Type: events.TypeCredentialIssued, Payload: &events.CredentialIssued{TaskID: taskP, Role: events.RoleWorker, Digest: "d2"}})
+			Apply(s, events.Event{Stream: runR, Type: events.TypeCredentialIssued,
+				Payload: &events.CredentialIssued{TaskID: taskP, Role: events.RoleWorker, Digest: "d2"}})
 			c, _ = s.Credential(runR, taskP)
 			require.True(t, c.Valid("d2"))
 			require.False(t, c.Valid("d1"), "an older secret stops working on re-issue")

@@ -368,7 +368,8 @@ func (c *ColdStore) WriteMissingView(v MissingView) error {
 	}
 	scratch, err := foldRun(context.Background(), c.log, nil, v.id, v.cr.last)
 	if err == nil && (scratch.runs[v.id] == nil || scratch.runs[v.id].last != v.cr.last) {
-		err = fmt.Errorf("%w: run %s re-folded from its stream does not reach position %d", eventlog.ErrCorrupt, v.id, v.cr.last)
+		err = fmt.Errorf("%w: run %s re-folded from its stream does not reach position %d", eventlog.ErrCorrupt,
+			v.id, v.cr.last)
 	}
 	if errors.Is(err, eventlog.ErrCorrupt) {
 		c.dropMissingView(v.id)

@@ -36,7 +36,8 @@ func logWrite(t testing.TB, ev events.Event) eventlog.Write {
 	p, err := events.EncodePayload(ev.Payload)
 	require.NoError(t, err)
 	return eventlog.Write{Events: []eventlog.Event{{Stream: ev.Stream, Type: ev.Type,
-		SchemaVersion: ev.SchemaVersion, Time: ev.Time, ActorRole: ev.Actor.Role, ActorTask: ev.Actor.TaskID, Payload: p}}}
+		SchemaVersion: ev.SchemaVersion, Time: ev.Time, ActorRole: ev.Actor.Role, ActorTask: ev.Actor.TaskID,
+		Payload: p}}}
 }
 
 // The runs a fold makes cold are written as views; a store reading them
@@ -79,7 +80,8 @@ func TestColdRunsAreReadFromTheirViews(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, len(ids), 2)
 	stale, garbled := ids[0], ids[1]
-	require.NoError(t, l.SaveView(stale, s.coldRun(stale).last-1, []byte{0x05}), "a position that is not the summary's")
+	require.NoError(t, l.SaveView(stale, s.coldRun(stale).last-1, []byte{0x05}),
+		"a position that is not the summary's")
 	require.NoError(t, l.SaveView(garbled, s.coldRun(garbled).last, []byte{0xcd, 0x00}))
 	again := s.Clone()
 	again.store = NewColdStore(l, 0)
@@ -87,7 +89,8 @@ func TestColdRunsAreReadFromTheirViews(t *testing.T) {
 	got, err = again.Whole()
 	require.NoError(t, err)
 	require.Equal(t, want, got)
-	require.EqualValues(t, 2, again.store.Refolds()-again.store.ViewReads(), "the stale and the garbled view were re-folded")
+	require.EqualValues(t, 2, again.store.Refolds()-again.store.ViewReads(),
+		"the stale and the garbled view were re-folded")
 	require.EqualValues(t, 2, again.store.ViewsSaved(), "and their views written again")
 	for _, id := range []string{stale, garbled} {
 		pos, _, err := l.View(id)

@@ -165,8 +165,8 @@ func (c Config) Event() *events.EngineConfigured {
 		QuotaReserve: c.QuotaReserve, QuotaWorkerMsgShare: c.QuotaWorkerMsgShare,
 		WaitMethodsDisabled: !c.WaitMethodsEnabled,
 		ProxyPayloadBytes:   c.ProxyPayloadBytes, ProxyManifestBytes: c.ProxyManifestBytes,
-		ProxyMaxInFlight: c.ProxyMaxInFlight, ProxyMaxRequests: c.ProxyMaxRequests, RevokedRootLimit: c.RevokedRootLimit,
-		RerouteEndedAttempts: c.RerouteEndedAttempts,
+		ProxyMaxInFlight: c.ProxyMaxInFlight, ProxyMaxRequests: c.ProxyMaxRequests,
+		RevokedRootLimit: c.RevokedRootLimit, RerouteEndedAttempts: c.RerouteEndedAttempts,
 	}
 	if c.BudgetMode != events.BudgetModePicrew {
 		e.BudgetMode = c.BudgetMode

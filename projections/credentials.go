@@ -122,5 +122,7 @@ func (s *State) CredentialsPage(runID string, f PageFilter) (Page[Credential], e
 	if r == nil {
 		return Page[Credential]{}, err
 	}
-	return filteredPage(len(r.credOrder), f, everything(len(r.credOrder)), func(i int) Credential { return *r.creds[r.credOrder[i]] })
+	return filteredPage(len(r.credOrder), f, everything(len(r.credOrder)), func(i int) Credential {
+		return *r.creds[r.credOrder[i]]
+	})
 }

@@ -15,20 +15,24 @@ import (
 func TestCredentialActors(t *testing.T) {
 	worker := events.Actor{Role: events.RoleWorker, TaskID: taskP}
 	issue := func(h *history, by events.Actor, digest string) {
-		h.addBy(by, runR, events.TypeCredentialIssued, &events.CredentialIssued{TaskID: taskP, Role: events.RoleWorker, Digest: digest})
+		h.addBy(by, runR, events.TypeCredentialIssued,
+			&events.CredentialIssued{TaskID: taskP, Role: events.RoleWorker, Digest: digest})
 	}
 	revoke := func(h *history, by events.Actor, reason string) {
-		h.addBy(by, runR, events.TypeCredentialRevoked, &events.CredentialRevoked{TaskID: taskP, Digest: "d1", Reason: reason})
+		h.addBy(by, runR, events.TypeCredentialRevoked,
+			&events.CredentialRevoked{TaskID: taskP, Digest: "d1", Reason: reason})
 	}
 	base := Credential{RunID: runR, Key: taskP, Role: events.RoleWorker, Digest: "d1"}
 	revokedByAdmin := func(c Credential) Credential { // issued by the orchestrator at 5, revoked at 6
-		c.IssuedBy, c.Revoked, c.RevokedAt, c.RevokedBy, c.RevokedReason = "orchestrator", true, at(6), "admin", "rotated"
+		c.IssuedBy, c.Revoked, c.RevokedAt, c.RevokedBy, c.RevokedReason = "orchestrator", true, at(6), "admin",
+			"rotated"
 		return c
 	}
 	tests := []struct {
 		name  string
 		build func(h *history)
-		want  func(c Credential) Credential // base, issued at position 5 (after the fixture), changed as the case says
+		// base, issued at position 5 (after the fixture), changed as the case says
+		want func(c Credential) Credential
 	}{
 		{"issued by the orchestrator", func(h *history) { issue(h, byOrchestrator, "d1") },
 			func(c Credential) Credential { c.IssuedBy = "orchestrator"; return c }},
@@ -112,7 +116,8 @@ func TestCredentialActorsOwnTheirBytes(t *testing.T) {
 			}
 			h.addBy(aliased, runR, events.TypeCredentialIssued,
 				&events.CredentialIssued{TaskID: taskP, Role: events.RoleWorker, Digest: "d1"})
-			h.addBy(aliased, runR, events.TypeCredentialRevoked, &events.CredentialRevoked{TaskID: taskP, Digest: "d1"})
+			h.addBy(aliased, runR, events.TypeCredentialRevoked,
+				&events.CredentialRevoked{TaskID: taskP, Digest: "d1"})
 			s := fold(h.evs)
 			for i := range record {
 				record[i] = 'x'

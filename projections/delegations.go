@@ -115,13 +115,15 @@ func applyDelegation(s *State, r *runState, ev events.Event) {
 			}
 		}
 	case events.TypeDelegateCompleted:
-		settle(s, r, DelegationCompleted, (*events.DelegateSettled)(events.PayloadAs[events.DelegateCompleted](ev)), at)
+		settle(s, r, DelegationCompleted, (*events.DelegateSettled)(events.PayloadAs[events.DelegateCompleted](ev)),
+			at)
 	case events.TypeDelegateFailed:
 		settle(s, r, DelegationFailed, (*events.DelegateSettled)(events.PayloadAs[events.DelegateFailed](ev)), at)
 	case events.TypeDelegateTimedOut:
 		settle(s, r, DelegationTimedOut, (*events.DelegateSettled)(events.PayloadAs[events.DelegateTimedOut](ev)), at)
 	case events.TypeDelegateCancelled:
-		settle(s, r, DelegationCancelled, (*events.DelegateSettled)(events.PayloadAs[events.DelegateCancelled](ev)), at)
+		settle(s, r, DelegationCancelled, (*events.DelegateSettled)(events.PayloadAs[events.DelegateCancelled](ev)),
+			at)
 	}
 	// delegate.requested and delegate.rejected are audit records: a
 	// rejection has no side effect on the delegations (D2), and requested

@@ -28,10 +28,12 @@ func indexEvent(rng *rand.Rand) (string, string, any) {
 	case 0:
 		return run, events.TypeRunCreated, &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w", BudgetUnlimited: true}
 	case 1:
-		return run, events.TypeTaskCreated, &events.TaskCreated{TaskID: "P", Role: "executor", Agent: "a", Title: "T", Cwd: "/w"}
+		return run, events.TypeTaskCreated, &events.TaskCreated{TaskID: "P", Role: "executor", Agent: "a",
+			Title: "T", Cwd: "/w"}
 	case 2, 3, 4:
-		return run, events.TypeDelegateAdmitted, &events.DelegateAdmitted{TaskID: "P", SubID: sub, ChildDepth: 2, Role: "explorer",
-			Unmetered: true, TimeoutSec: 900, Deadline: rng.Int64N(1000), Cwd: "/w", Title: "d"}
+		return run, events.TypeDelegateAdmitted,
+			&events.DelegateAdmitted{TaskID: "P", SubID: sub, ChildDepth: 2, Role: "explorer",
+				Unmetered: true, TimeoutSec: 900, Deadline: rng.Int64N(1000), Cwd: "/w", Title: "d"}
 	case 5:
 		return run, events.TypeDelegateSpawned, &events.DelegateSpawned{TaskID: "P", SubID: sub, PID: 3}
 	case 6:
@@ -45,8 +47,8 @@ func indexEvent(rng *rand.Rand) (string, string, any) {
 	case 10:
 		return run, events.TypeDelegateCancelled, &events.DelegateCancelled{TaskID: "P", SubID: sub}
 	case 11, 12:
-		return run, events.TypeAskRequested, &events.AskRequested{TaskID: task, QuestionID: q, Question: "?", AskedAt: 1,
-			Deadline: rng.Int64N(1000), TimeoutSec: 60}
+		return run, events.TypeAskRequested, &events.AskRequested{TaskID: task, QuestionID: q,
+			Question: "?", AskedAt: 1, Deadline: rng.Int64N(1000), TimeoutSec: 60}
 	case 13:
 		return run, events.TypeAskAnswered, &events.AskAnswered{TaskID: task, QuestionID: q}
 	case 14:
@@ -55,20 +57,24 @@ func indexEvent(rng *rand.Rand) (string, string, any) {
 		return run, events.TypeJobCreated, &events.JobCreated{JobID: job, TaskID: "P", Tools: []string{"read"},
 			Fingerprints: []string{"f"}, Callables: []string{""}, ManifestDigest: "d"}
 	case 16:
-		return run, events.TypeLeaseOpened, &events.LeaseOpened{JobID: job, Generation: gen, RootToolCallID: fmt.Sprint("root", gen)}
+		return run, events.TypeLeaseOpened, &events.LeaseOpened{JobID: job, Generation: gen,
+			RootToolCallID: fmt.Sprint("root", gen)}
 	case 17:
-		return run, events.TypeLeaseCleared, &events.LeaseCleared{JobID: job, Generation: gen, RootToolCallID: fmt.Sprint("root", gen),
-			Saturated: rng.IntN(6) == 0}
+		return run, events.TypeLeaseCleared, &events.LeaseCleared{JobID: job, Generation: gen,
+			RootToolCallID: fmt.Sprint("root", gen), Saturated: rng.IntN(6) == 0}
 	case 18, 19, 20:
-		return run, events.TypeProxyRequested, &events.ProxyRequested{JobID: job, RequestID: req, Generation: gen, Tool: "read"}
+		return run, events.TypeProxyRequested, &events.ProxyRequested{JobID: job, RequestID: req, Generation: gen,
+			Tool: "read"}
 	case 21:
 		op := []string{events.ProxyOpRequest, events.ProxyOpRevalidate}[rng.IntN(2)]
 		reason := []string{events.ProxyReasonReplay, "tool_not_granted", "x"}[rng.IntN(3)]
-		return run, events.TypeProxyRejected, &events.ProxyRejected{JobID: job, RequestID: req, Generation: gen, Op: op, Reason: reason}
+		return run, events.TypeProxyRejected, &events.ProxyRejected{JobID: job, RequestID: req, Generation: gen,
+			Op: op, Reason: reason}
 	case 22:
 		return run, events.TypeManifestRevalidated, &events.ManifestRevalidated{JobID: job, RequestID: req}
 	case 23:
-		return run, events.TypeProxyCompleted, &events.ProxyCompleted{JobID: job, RequestID: req, Generation: gen, Fenced: rng.IntN(3) == 0}
+		return run, events.TypeProxyCompleted, &events.ProxyCompleted{JobID: job, RequestID: req, Generation: gen,
+			Fenced: rng.IntN(3) == 0}
 	case 24:
 		return run, events.TypeProxyCancelled, &events.ProxyCancelled{JobID: job, RequestID: req}
 	case 25:
@@ -78,7 +84,8 @@ func indexEvent(rng *rand.Rand) (string, string, any) {
 	case 27:
 		return run, events.TypeRunRunning, &events.RunRunning{}
 	case 28:
-		return run, events.TypeTaskStarted, &events.TaskStarted{TaskID: task, Cwd: []string{"", "/w", "/v"}[rng.IntN(3)]}
+		return run, events.TypeTaskStarted, &events.TaskStarted{TaskID: task,
+			Cwd: []string{"", "/w", "/v"}[rng.IntN(3)]}
 	default:
 		return run, events.TypeTaskRetried, &events.TaskRetried{TaskID: task}
 	}
@@ -222,7 +229,8 @@ func TestDerivedIndexesMatchAWalk(t *testing.T) {
 				div := pub.Clone()
 				for range 20 {
 					st, typ, p := indexEvent(rng)
-					ev := events.Event{Stream: st, Type: typ, SchemaVersion: events.SchemaVersion(typ), Time: ev.Time, Payload: p}
+					ev := events.Event{Stream: st, Type: typ, SchemaVersion: events.SchemaVersion(typ),
+						Time: ev.Time, Payload: p}
 					Apply(div, ev)
 				}
 				after, err := EncodeSnapshot(writer)

@@ -121,7 +121,8 @@
 // EncodeSnapshot writes two msgpack values: the format version (uint16,
 // SnapshotFormat = 10) and a map
 //
-//	{position, config, runCount, ords, missingViews, runs: [{run, last, cold, tasks, delegations, accounts, messages, asks, credentials, rootSpent, jobs, revokedRoots, noView}]}
+//	{position, config, runCount, ords, missingViews, runs: [{run, last, cold, tasks, delegations, accounts,
+//	  messages, asks, credentials, rootSpent, jobs, revokedRoots, noView}]}
 //
 // runs lists the hot runs and the cold runs whose summary is not in the
 // index (none, once it is written), by creation ordinal (ords, one each);

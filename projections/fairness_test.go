@@ -20,10 +20,13 @@ func TestRunUsageAndSlotWaiters(t *testing.T) {
 	h.add("A", events.TypeDelegateAdmitted, &events.DelegateAdmitted{TaskID: "a", SubID: "gc-a1"})
 	h.add("A", events.TypeDelegateAdmitted, &events.DelegateAdmitted{TaskID: "a", SubID: "gc-a2"})
 	h.add("A", events.TypeMailboxAppended, &events.MailboxAppended{ID: "m1", To: "a", Body: "hello", Subject: "hi"})
-	refusedB := h.add("B", events.TypeDelegateRejected, &events.DelegateRejected{TaskID: "b", Reason: events.ReasonSlotsExhausted})
-	h.add("C", events.TypeDelegateRejected, &events.DelegateRejected{TaskID: "c", Reason: events.ReasonBudgetInsufficient})
+	refusedB := h.add("B", events.TypeDelegateRejected,
+		&events.DelegateRejected{TaskID: "b", Reason: events.ReasonSlotsExhausted})
+	h.add("C", events.TypeDelegateRejected, &events.DelegateRejected{TaskID: "c",
+		Reason: events.ReasonBudgetInsufficient})
 	// A, refused while it holds 2 >= its share (1 by default), is owed nothing and does not wait.
-	h.add("A", events.TypeDelegateRejected, &events.DelegateRejected{TaskID: "a", Reason: events.ReasonSlotsExhausted})
+	h.add("A", events.TypeDelegateRejected, &events.DelegateRejected{TaskID: "a",
+		Reason: events.ReasonSlotsExhausted})
 	s := fold(h.evs)
 
 	a, _ := s.Run("A")
@@ -52,7 +55,8 @@ func TestRunUsageAndSlotWaiters(t *testing.T) {
 
 	// Admission, or the run's end, ends the wait.
 	admitted := fold(append(h.evs, events.Event{Position: uint64(len(h.evs) + 1), Stream: "B",
-		Type: events.TypeDelegateAdmitted, Time: refusedB.Time, Payload: &events.DelegateAdmitted{TaskID: "b", SubID: "gc-b1"}}))
+		Type: events.TypeDelegateAdmitted, Time: refusedB.Time,
+		Payload: &events.DelegateAdmitted{TaskID: "b", SubID: "gc-b1"}}))
 	require.Equal(t, 0, admitted.SlotWaiters("A", now, 60_000, 1))
 	h.add("B", events.TypeRunCancelled, &events.RunCancelled{})
 	require.Equal(t, 0, fold(h.evs).SlotWaiters("A", now, 60_000, 1))
@@ -71,7 +75,8 @@ func TestMessagesSinceIsBounded(t *testing.T) {
 	h.add("A", events.TypeRunCreated, &events.RunCreated{Team: "t"})
 	for i := range 10 {
 		from := []string{"w1", "w2"}[i%2]
-		h.add("A", events.TypeMailboxAppended, &events.MailboxAppended{ID: fmt.Sprint(i), To: "a", From: from, Body: "x"})
+		h.add("A", events.TypeMailboxAppended, &events.MailboxAppended{ID: fmt.Sprint(i), To: "a",
+			From: from, Body: "x"})
 	}
 	s := fold(h.evs)
 	counts := func(from string, since int64, upTo int) []int {

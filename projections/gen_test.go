@@ -33,9 +33,11 @@ func randomEvent(rng *rand.Rand) (stream, typ string, p any) {
 	}
 	switch typ {
 	case events.TypeRunCreated:
-		p = &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w", BudgetTotal: new(n()), BudgetUnlimited: rng.IntN(4) == 0, BudgetWarning: new(0.8)}
+		p = &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w", BudgetTotal: new(n()),
+			BudgetUnlimited: rng.IntN(4) == 0, BudgetWarning: new(0.8)}
 	case events.TypeTaskCreated:
-		p = &events.TaskCreated{TaskID: task, Role: "executor", Agent: "a", Title: "T", Cwd: "/w", DependsOn: opts(), StepID: "s", Depth: rng.IntN(3)}
+		p = &events.TaskCreated{TaskID: task, Role: "executor", Agent: "a", Title: "T", Cwd: "/w", DependsOn: opts(),
+			StepID: "s", Depth: rng.IntN(3)}
 	case events.TypeTaskStarted:
 		p = &events.TaskStarted{TaskID: task, Cwd: []string{"", "/w", "/w2"}[rng.IntN(3)]}
 	case events.TypeTaskWaiting:
@@ -43,8 +45,9 @@ func randomEvent(rng *rand.Rand) (stream, typ string, p any) {
 	case events.TypeTaskUsage:
 		p = &events.TaskUsage{TaskID: task, Input: n(), Output: n(), CacheRead: n(), CacheWrite: n(), Cost: 0.25}
 	case events.TypeDelegateAdmitted:
-		p = &events.DelegateAdmitted{TaskID: task, SubID: sub, ChildDepth: rng.IntN(4), Role: "explorer", Unmetered: rng.IntN(2) == 0,
-			ReservedTokens: n(), Model: "m", TimeoutSec: 900, Deadline: n(), Cwd: "/w", Title: "delegate: x", Prompt: "p"}
+		p = &events.DelegateAdmitted{TaskID: task, SubID: sub, ChildDepth: rng.IntN(4), Role: "explorer",
+			Unmetered: rng.IntN(2) == 0, ReservedTokens: n(), Model: "m", TimeoutSec: 900, Deadline: n(), Cwd: "/w",
+			Title: "delegate: x", Prompt: "p"}
 	case events.TypeDelegateSpawned:
 		p = &events.DelegateSpawned{TaskID: task, SubID: sub, PID: rng.IntN(100)}
 	case events.TypeBudgetReserved:
@@ -59,16 +62,20 @@ func randomEvent(rng *rand.Rand) (stream, typ string, p any) {
 		}
 		p = &events.MailboxAppended{ID: msg, To: to, From: "x", Kind: events.KindMessage, Body: "b", Data: data}
 	case events.TypeAskRequested:
-		p = &events.AskRequested{TaskID: task, QuestionID: q, Question: "?", AskedAt: n(), Deadline: n(), Options: opts()}
+		p = &events.AskRequested{TaskID: task, QuestionID: q, Question: "?", AskedAt: n(), Deadline: n(),
+			Options: opts()}
 	case events.TypeAskTimedOut:
 		p = &events.AskTimedOut{TaskID: task, QuestionID: q,
 			Reason: []string{"", events.AskReasonAskerEnded, events.AskReasonRunEnded}[rng.IntN(3)]}
 	case events.TypeCredentialIssued:
-		p = &events.CredentialIssued{TaskID: []string{task, events.OrchestratorKey}[rng.IntN(2)], Role: "worker", Digest: fmt.Sprint(n())}
+		p = &events.CredentialIssued{TaskID: []string{task, events.OrchestratorKey}[rng.IntN(2)], Role: "worker",
+			Digest: fmt.Sprint(n())}
 	case events.TypeCredentialRevoked:
-		p = &events.CredentialRevoked{TaskID: []string{task, events.OrchestratorKey}[rng.IntN(2)], Reason: []string{"", "rotated"}[rng.IntN(2)]}
+		p = &events.CredentialRevoked{TaskID: []string{task, events.OrchestratorKey}[rng.IntN(2)],
+			Reason: []string{"", "rotated"}[rng.IntN(2)]}
 	case events.TypeEngineConfigured:
-		p = &events.EngineConfigured{NestingEnabled: true, MaxDepth: 4, MaxSlots: 1 + rng.IntN(4), ModelCatalog: opts()}
+		p = &events.EngineConfigured{NestingEnabled: true, MaxDepth: 4, MaxSlots: 1 + rng.IntN(4),
+			ModelCatalog: opts()}
 	default:
 		// The remaining payloads are keyed by the same few fields; fill
 		// them by name through a zero payload.
@@ -129,7 +136,8 @@ func setIDs(p any, task, sub, msg, q string) {
 // (none included), as the fold keeps who issued and revoked.
 func randomHistory(rng *rand.Rand, n int) []events.Event {
 	var h history
-	actors := []events.Actor{{}, byAdmin, byOrchestrator, {Role: events.RoleWorker, TaskID: "t1"}, {Role: events.RoleEngine}}
+	actors := []events.Actor{{}, byAdmin, byOrchestrator, {Role: events.RoleWorker, TaskID: "t1"},
+		{Role: events.RoleEngine}}
 	for range n {
 		stream, typ, p := randomEvent(rng)
 		if rng.IntN(20) == 0 {
@@ -159,14 +167,17 @@ func longRunHistory(n int) []events.Event { return realisticRuns(n, true) }
 func realisticRuns(n int, oneRun bool) []events.Event {
 	var h history
 	h.evs = make([]events.Event, 0, n+64)
-	h.add(events.EngineStream, events.TypeEngineConfigured, &events.EngineConfigured{NestingEnabled: true, MaxDepth: 4,
-		MaxSlots: 64, UnmeteredDelegates: events.UnmeteredAllow, SettleGraceSec: 30})
+	h.add(events.EngineStream, events.TypeEngineConfigured,
+		&events.EngineConfigured{NestingEnabled: true, MaxDepth: 4,
+			MaxSlots: 64, UnmeteredDelegates: events.UnmeteredAllow, SettleGraceSec: 30})
 	run := ""
 	for r := 0; len(h.evs) < n; r++ {
 		if r == 0 || !oneRun {
 			run = fmt.Sprintf("team_20261001000000_%016x", r)
-			h.add(run, events.TypeRunCreated, &events.RunCreated{Team: "default", Workflow: "default", Goal: "g", Cwd: "/w", BudgetTotal: new(int64(1_000_000))})
-			h.addBy(byAdmin, run, events.TypeCredentialIssued, &events.CredentialIssued{TaskID: events.OrchestratorKey, Role: events.RoleOrchestrator, Digest: "d"})
+			h.add(run, events.TypeRunCreated, &events.RunCreated{Team: "default", Workflow: "default", Goal: "g",
+				Cwd: "/w", BudgetTotal: new(int64(1_000_000))})
+			h.addBy(byAdmin, run, events.TypeCredentialIssued,
+				&events.CredentialIssued{TaskID: events.OrchestratorKey, Role: events.RoleOrchestrator, Digest: "d"})
 			h.add(run, events.TypeRunRunning, &events.RunRunning{})
 		}
 		for i := range 4 {
@@ -174,26 +185,39 @@ func realisticRuns(n int, oneRun bool) []events.Event {
 			if oneRun {
 				task = fmt.Sprintf("%04d_%02d_step", r, i)
 			}
-			h.add(run, events.TypeTaskCreated, &events.TaskCreated{TaskID: task, Role: "executor", Agent: "executor", Title: "step", Cwd: "/w", StepID: "step"})
-			h.addBy(byOrchestrator, run, events.TypeCredentialIssued, &events.CredentialIssued{TaskID: task, Role: events.RoleWorker, Digest: "d"})
+			h.add(run, events.TypeTaskCreated, &events.TaskCreated{TaskID: task, Role: "executor", Agent: "executor",
+				Title: "step", Cwd: "/w", StepID: "step"})
+			h.addBy(byOrchestrator, run, events.TypeCredentialIssued,
+				&events.CredentialIssued{TaskID: task, Role: events.RoleWorker, Digest: "d"})
 			h.add(run, events.TypeTaskStarted, &events.TaskStarted{TaskID: task})
 			for j := range 2 {
 				sub := fmt.Sprintf("gc-%d-%d-%d", r, i, j)
-				h.add(run, events.TypeDelegateRequested, &events.DelegateRequested{TaskID: task, SubID: sub, Role: "explorer"})
-				h.add(run, events.TypeDelegateAdmitted, &events.DelegateAdmitted{TaskID: task, SubID: sub, ChildDepth: 2, Role: "explorer",
-					ReservedTokens: 1000, Model: "m", TimeoutSec: 900, Deadline: 1, Cwd: "/w", Title: "delegate: x", Prompt: "find"})
-				h.add(run, events.TypeBudgetReserved, &events.BudgetReserved{TaskID: task, SubID: sub, Tokens: 1000, GrantedTokens: 1_000_000})
+				h.add(run, events.TypeDelegateRequested,
+					&events.DelegateRequested{TaskID: task, SubID: sub, Role: "explorer"})
+				h.add(run, events.TypeDelegateAdmitted,
+					&events.DelegateAdmitted{TaskID: task, SubID: sub, ChildDepth: 2, Role: "explorer",
+						ReservedTokens: 1000, Model: "m", TimeoutSec: 900, Deadline: 1, Cwd: "/w",
+						Title: "delegate: x", Prompt: "find"})
+				h.add(run, events.TypeBudgetReserved,
+					&events.BudgetReserved{TaskID: task, SubID: sub, Tokens: 1000, GrantedTokens: 1_000_000})
 				h.add(run, events.TypeDelegateSpawned, &events.DelegateSpawned{TaskID: task, SubID: sub, PID: 100})
 				msg := "msg_" + sub
-				h.add(run, events.TypeMailboxAppended, &events.MailboxAppended{ID: msg, To: task, From: "delegate:" + sub, Kind: events.KindResponse,
-					Priority: events.PriorityNormal, DeliveryMode: events.DeliveryNextTurn, Body: "--- delegate ---\nresult\n--- end delegate ---"})
-				h.add(run, events.TypeBudgetCharged, &events.BudgetCharged{TaskID: task, SubID: sub, Tokens: 200, UsageTokens: 1200, ReservedTokens: 1000})
-				h.add(run, events.TypeDelegateCompleted, &events.DelegateCompleted{TaskID: task, SubID: sub, OK: true, UsageTokens: 1200, MessageID: msg})
+				h.add(run, events.TypeMailboxAppended,
+					&events.MailboxAppended{ID: msg, To: task, From: "delegate:" + sub, Kind: events.KindResponse,
+						Priority: events.PriorityNormal, DeliveryMode: events.DeliveryNextTurn,
+						Body: "--- delegate ---\nresult\n--- end delegate ---"})
+				h.add(run, events.TypeBudgetCharged,
+					&events.BudgetCharged{TaskID: task, SubID: sub, Tokens: 200, UsageTokens: 1200,
+						ReservedTokens: 1000})
+				h.add(run, events.TypeDelegateCompleted,
+					&events.DelegateCompleted{TaskID: task, SubID: sub, OK: true, UsageTokens: 1200, MessageID: msg})
 				h.add(run, events.TypeMailboxDelivered, &events.MailboxDelivered{MessageID: msg, Recipient: task})
-				h.add(run, events.TypeMailboxAcknowledged, &events.MailboxAcknowledged{MessageID: msg, Recipient: task})
+				h.add(run, events.TypeMailboxAcknowledged,
+					&events.MailboxAcknowledged{MessageID: msg, Recipient: task})
 			}
 			for k := range 3 {
-				h.add(run, events.TypeTaskUsage, &events.TaskUsage{TaskID: task, Input: int64(k) * 100, Output: int64(k) * 50})
+				h.add(run, events.TypeTaskUsage,
+					&events.TaskUsage{TaskID: task, Input: int64(k) * 100, Output: int64(k) * 50})
 			}
 			h.add(run, events.TypeTaskCompleted, &events.TaskCompleted{TaskID: task})
 		}

@@ -60,8 +60,8 @@ func fold(evs []events.Event) *State {
 // fixture is D§12's common fixture: run R running in /w, parent task P
 // (executor, running, depth absent, model anthropic/m1).
 func fixture(h *history, budgetTotal int64, unlimited bool) {
-	h.add(runR, events.TypeRunCreated, &events.RunCreated{Team: "default", Workflow: "default", Goal: "ship", Cwd: "/w",
-		BudgetTotal: optBudget(budgetTotal), BudgetUnlimited: unlimited})
+	h.add(runR, events.TypeRunCreated, &events.RunCreated{Team: "default", Workflow: "default",
+		Goal: "ship", Cwd: "/w", BudgetTotal: optBudget(budgetTotal), BudgetUnlimited: unlimited})
 	h.add(runR, events.TypeRunRunning, &events.RunRunning{})
 	h.add(runR, events.TypeTaskCreated, &events.TaskCreated{TaskID: taskP, Role: "executor", Agent: "executor",
 		Title: "exec", Cwd: "/w", DependsOn: []string{"01_explore"}, StepID: "exec", Model: "anthropic/m1"})
@@ -79,7 +79,8 @@ func admitBatch(h *history, sub string, reserve int64, metered bool, grant int64
 	}
 	h.add(runR, events.TypeDelegateAdmitted, p)
 	if metered {
-		h.add(runR, events.TypeBudgetReserved, &events.BudgetReserved{TaskID: taskP, SubID: sub, Tokens: reserve, GrantedTokens: grant})
+		h.add(runR, events.TypeBudgetReserved, &events.BudgetReserved{TaskID: taskP, SubID: sub, Tokens: reserve,
+			GrantedTokens: grant})
 	}
 }
 
@@ -92,8 +93,8 @@ func settleBatch(h *history, sub, typ string, reserved, usage int64) {
 		Body: "--- delegate " + sub + " (ok) ---\nfound\n--- end delegate " + sub + " ---",
 		Data: &events.MessageData{SubID: sub, OK: typ == events.TypeDelegateCompleted}})
 	if usage > reserved && reserved > 0 {
-		h.add(runR, events.TypeBudgetCharged, &events.BudgetCharged{TaskID: taskP, SubID: sub, Tokens: usage - reserved,
-			UsageTokens: usage, ReservedTokens: reserved})
+		h.add(runR, events.TypeBudgetCharged, &events.BudgetCharged{TaskID: taskP, SubID: sub,
+			Tokens: usage - reserved, UsageTokens: usage, ReservedTokens: reserved})
 	}
 	h.add(runR, typ, settledPayload(typ, events.DelegateSettled{TaskID: taskP, SubID: sub,
 		OK: typ == events.TypeDelegateCompleted, UsageTokens: usage, MessageID: msgID}))

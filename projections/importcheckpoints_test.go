@@ -17,12 +17,14 @@ import (
 func checkpointEvents(from, n int) []events.Event {
 	var evs []events.Event
 	for i := from; i < from+n; i++ {
-		ck := &events.ImportCheckpoint{Source: []string{"picrew", "other"}[i%2], Path: fmt.Sprintf("state/runs/R%03d/events.jsonl", i%(7+i/40)),
-			Inode: 7, Size: int64(10 * i), Offset: int64(10 * i), Lines: int64(i), Gone: i%11 == 0}
-		evs = append(evs, events.Event{Stream: events.ImportStream, Type: events.TypeImportCheckpoint, SchemaVersion: 1, Time: int64(i), Payload: ck})
+		ck := &events.ImportCheckpoint{Source: []string{"picrew", "other"}[i%2],
+			Path: fmt.Sprintf("state/runs/R%03d/events.jsonl", i%(7+i/40)), Inode: 7, Size: int64(10 * i),
+			Offset: int64(10 * i), Lines: int64(i), Gone: i%11 == 0}
+		evs = append(evs, events.Event{Stream: events.ImportStream, Type: events.TypeImportCheckpoint,
+			SchemaVersion: 1, Time: int64(i), Payload: ck})
 		if i%9 == 0 {
-			evs = append(evs, events.Event{Stream: fmt.Sprintf("R%d", i), Type: events.TypeRunCreated, SchemaVersion: 1, Time: int64(i),
-				Payload: &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w"}})
+			evs = append(evs, events.Event{Stream: fmt.Sprintf("R%d", i), Type: events.TypeRunCreated,
+				SchemaVersion: 1, Time: int64(i), Payload: &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w"}})
 		}
 	}
 	return evs
@@ -101,9 +103,11 @@ func BenchmarkImportCheckpoints(b *testing.B) {
 	const total, files = 200_000, 300
 	l := appendHistory(b, nil)
 	ck := func(i int) eventlog.Write {
-		return logWrite(b, events.Event{Stream: events.ImportStream, Type: events.TypeImportCheckpoint, SchemaVersion: 1, Time: int64(i),
-			Payload: &events.ImportCheckpoint{Source: "picrew", Path: fmt.Sprintf("state/runs/team_20261201120000_%016x/events.jsonl", i%files),
-				Inode: 1234567, Size: int64(100 * i), Offset: int64(100 * i), Lines: int64(i), LastLineHash: fmt.Sprintf("%064x", i)}})
+		return logWrite(b, events.Event{Stream: events.ImportStream, Type: events.TypeImportCheckpoint,
+			SchemaVersion: 1, Time: int64(i), Payload: &events.ImportCheckpoint{Source: "picrew",
+				Path: fmt.Sprintf("state/runs/team_20261201120000_%016x/events.jsonl", i%files), Inode: 1234567,
+				Size: int64(100 * i), Offset: int64(100 * i), Lines: int64(i),
+				LastLineHash: fmt.Sprintf("%064x", i)}})
 	}
 	appendN := func(from, n int) {
 		for i := from; i < from+n; i += 1000 {

@@ -295,7 +295,8 @@ func applyJob(r *runState, ev events.Event) {
 // be tried again in the job.
 func SeenBy(reason string) bool {
 	switch reason {
-	case events.ProxyReasonBadRequestID, events.ProxyReasonNonce, events.ProxyReasonReplay, events.ProxyReasonRequestLimit:
+	case events.ProxyReasonBadRequestID, events.ProxyReasonNonce, events.ProxyReasonReplay,
+		events.ProxyReasonRequestLimit:
 		return false
 	}
 	return true
@@ -523,8 +524,8 @@ func (s *State) RevokedRootsOf(runID string) RevokedRoots {
 }
 
 // RevokedRootCount is RevokedRootsOf(runID) without copying the roots: how many the run has revoked, and whether the
-// set saturated. Clearing a lease reads it, and the set holds each distinct root of the leases cleared before (as many
-// as the config's revokedRootLimit).
+// set saturated. Clearing a lease reads it, and the set holds each distinct root of the leases cleared before (as
+// many as the config's revokedRootLimit).
 func (s *State) RevokedRootCount(runID string) (n int, saturated bool) {
 	r := s.run(runID)
 	if r == nil {

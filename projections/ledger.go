@@ -78,7 +78,8 @@ func applyLedger(r *runState, ev events.Event) {
 			// reservation opened the account; opening one here (grant 0)
 			// only keeps a malformed log from losing the charge.
 			a := r.account(p.TaskID, 0)
-			a.Charges = append(a.Charges, Charge{SubID: p.SubID, Tokens: p.Tokens, UsageTokens: p.UsageTokens, ReservedTokens: p.ReservedTokens, At: at})
+			a.Charges = append(a.Charges, Charge{SubID: p.SubID, Tokens: p.Tokens, UsageTokens: p.UsageTokens,
+				ReservedTokens: p.ReservedTokens, At: at})
 			a.Charged = events.AddSpend(a.Charged, p.Tokens)
 			a.TokensSpent = events.AddSpend(a.TokensSpent, p.Tokens)
 			r.countRootSpend(p.TaskID, p.Tokens)

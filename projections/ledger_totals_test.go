@@ -32,7 +32,8 @@ func TestLedgerTotals(t *testing.T) {
 	var h history
 	fixture(&h, 0, true)
 	for _, task := range []string{taskP, "03_other"} {
-		h.add(runR, events.TypeBudgetCharged, &events.BudgetCharged{TaskID: task, SubID: "gc-" + task, Tokens: math.MaxInt64})
+		h.add(runR, events.TypeBudgetCharged, &events.BudgetCharged{TaskID: task, SubID: "gc-" + task,
+			Tokens: math.MaxInt64})
 	}
 	_, spent := fold(h.evs).LedgerTotals(runR)
 	require.Equal(t, int64(math.MaxInt64), spent, "saturates")

@@ -25,7 +25,8 @@ func bigLists(n int) *State {
 			Role: events.RoleWorker, Digest: "d"})
 		m := fmt.Sprintf("m%d", i)
 		h.add(runR, events.TypeMailboxAppended, &events.MailboxAppended{ID: m, To: taskP, From: "orchestrator",
-			Kind: events.KindMessage, Priority: events.PriorityNormal, DeliveryMode: events.DeliveryNextTurn, Body: "b"})
+			Kind: events.KindMessage, Priority: events.PriorityNormal,
+			DeliveryMode: events.DeliveryNextTurn, Body: "b"})
 		if i%3 == 0 {
 			h.add(runR, events.TypeMailboxAcknowledged, &events.MailboxAcknowledged{MessageID: m, Recipient: taskP})
 		}

@@ -30,7 +30,8 @@ func listHistory(rng *rand.Rand, n int) (evs []events.Event, boxes map[string][]
 		case k == 0:
 			q := fmt.Sprintf("q%d", i)
 			open = append(open, q)
-			h.add(runR, events.TypeAskRequested, &events.AskRequested{TaskID: taskP, QuestionID: q, Options: []string{q}})
+			h.add(runR, events.TypeAskRequested,
+				&events.AskRequested{TaskID: taskP, QuestionID: q, Options: []string{q}})
 		case k == 1 && len(open) > 0:
 			typ, q := events.TypeAskAnswered, settle(&open)
 			if rng.IntN(2) == 0 {
@@ -39,8 +40,9 @@ func listHistory(rng *rand.Rand, n int) (evs []events.Event, boxes map[string][]
 			}
 			h.add(runR, typ, &events.AskAnswered{TaskID: taskP, QuestionID: q})
 		case k == 2:
-			h.add(runR, events.TypeCredentialIssued, &events.CredentialIssued{TaskID: fmt.Sprintf("t%d", rng.IntN(n/4+1)),
-				Role: events.RoleWorker, Digest: strconv.Itoa(i)})
+			h.add(runR, events.TypeCredentialIssued,
+				&events.CredentialIssued{TaskID: fmt.Sprintf("t%d", rng.IntN(n/4+1)),
+					Role: events.RoleWorker, Digest: strconv.Itoa(i)})
 		case k == 3:
 			id, to := fmt.Sprintf("m%d", i), []string{events.RunInbox, taskP, "03_other"}[rng.IntN(3)]
 			boxes[to] = append(boxes[to], id)
@@ -48,7 +50,8 @@ func listHistory(rng *rand.Rand, n int) (evs []events.Event, boxes map[string][]
 			h.add(runR, events.TypeMailboxAppended, &events.MailboxAppended{ID: id, To: to, From: "orchestrator",
 				Kind: events.KindMessage, Body: id})
 		case k == 4 && len(unacked) > 0:
-			h.add(runR, events.TypeMailboxDelivered, &events.MailboxDelivered{MessageID: unacked[rng.IntN(len(unacked))]})
+			h.add(runR, events.TypeMailboxDelivered,
+				&events.MailboxDelivered{MessageID: unacked[rng.IntN(len(unacked))]})
 		case k == 5 && len(unacked) > 0:
 			h.add(runR, events.TypeMailboxAcknowledged, &events.MailboxAcknowledged{MessageID: settle(&unacked)})
 		}
@@ -93,8 +96,10 @@ func TestListPagesMatchWholeLists(t *testing.T) {
 					for to, msgs := range box {
 						requireSamePages(t, fmt.Sprintf("mailbox/%q/%v/%d", to, pending, limit), len(msgs), limit,
 							func(f PageFilter) (Page[Message], error) {
-								mp, err := s.Mailbox(runR, to, MailboxFilter{Pending: pending, Limit: f.Limit, Cursor: f.Cursor})
-								return Page[Message]{Items: mp.Messages, NextCursor: mp.NextCursor, Total: mp.Total}, err
+								mp, err := s.Mailbox(runR, to,
+									MailboxFilter{Pending: pending, Limit: f.Limit, Cursor: f.Cursor})
+								return Page[Message]{Items: mp.Messages, NextCursor: mp.NextCursor,
+									Total: mp.Total}, err
 							},
 							func(f PageFilter) (Page[Message], error) {
 								return ordinalPageOfWhole(msgs, f, func(m Message) bool {

@@ -23,7 +23,8 @@ func FromLogWith(dec *events.Decoder, r *eventlog.Event) (events.Event, error) {
 	p, err := dec.Decode(r.Type, r.SchemaVersion, r.Payload)
 	if err != nil {
 		if newerEvent(r, err) {
-			return events.Event{}, &NewerEventError{Position: r.Position, Type: r.Type, SchemaVersion: r.SchemaVersion, Err: err}
+			return events.Event{}, &NewerEventError{Position: r.Position, Type: r.Type,
+				SchemaVersion: r.SchemaVersion, Err: err}
 		}
 		return events.Event{}, &eventlog.CorruptError{
 			Position: r.Position, Key: fmt.Sprintf("e/%d", r.Position), Reason: err.Error(),
@@ -234,7 +235,8 @@ func LoadTiered(l *eventlog.Log, t Tiering) (*State, LoadInfo, error) {
 		var records int64
 		decoded, records, err = decodeSnapshot(snap.Data)
 		if err == nil && decoded.Position != snap.Position {
-			err = fmt.Errorf("%w: snapshot stored at %d holds state at %d", eventlog.ErrCorrupt, snap.Position, decoded.Position)
+			err = fmt.Errorf("%w: snapshot stored at %d holds state at %d", eventlog.ErrCorrupt, snap.Position,
+				decoded.Position)
 		}
 		if err == nil {
 			s, info.SnapshotPosition, info.SnapshotRecords = decoded, snap.Position, records

@@ -26,5 +26,6 @@ func TestLoadMakesRunsColdWhereTimesGoBack(t *testing.T) {
 	}
 	s, _, err := LoadTiered(l, Tiering{Retention: time.Minute, MaxRetained: 10})
 	require.NoError(t, err)
-	require.Less(t, s.HotRuns(), runs/4, "of %d runs, those past the retention at the log's latest time went cold", runs)
+	require.Less(t, s.HotRuns(), runs/4, "of %d runs, those past the retention at the log's latest time went cold",
+		runs)
 }

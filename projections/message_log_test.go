@@ -91,7 +91,8 @@ func TestMessageLogCloneSharesNothing(t *testing.T) {
 	require.Equal(t, "original", l.At(l.Len()-1).ID)
 	require.Equal(t, fmt.Sprint(2*messageChunk+4), before.ID)
 	require.Same(t, full, c.At(2*messageChunk-1))
-	require.Equal(t, fmt.Sprint(2*messageChunk), c.At(2*messageChunk).ID, "the next chunk's first message stays after the full ones")
+	require.Equal(t, fmt.Sprint(2*messageChunk), c.At(2*messageChunk).ID,
+		"the next chunk's first message stays after the full ones")
 	require.Equal(t, idsOf(l.all())[:l.Len()-1], idsOf(c.all())[:c.Len()-1])
 	c.At(0).Status = MessageAcknowledged
 	require.NotEqual(t, MessageAcknowledged, l.At(0).Status)
@@ -106,15 +107,16 @@ func TestMessageLogOfOneChunkCostsOneSlice(t *testing.T) {
 		l.Append(Message{ID: "1"})
 	}), "the first message allocates its slice alone")
 	l := logOf(messageChunk)
-	require.EqualValues(t, 2, testing.AllocsPerRun(10, func() { l.clone() }), "a clone allocates the messages and their data")
+	require.EqualValues(t, 2, testing.AllocsPerRun(10, func() { l.clone() }),
+		"a clone allocates the messages and their data")
 }
 
 // A log made over decoded messages (messageLogOver) is the log their
 // appends make, at and around every chunk boundary, and stays so as it
 // grows; it never writes into the slice it was made over.
 func TestMessageLogOverIsTheAppendedLog(t *testing.T) {
-	for _, n := range []int{0, 1, messageChunk - 1, messageChunk, messageChunk + 1, 2*messageChunk - 1, 2 * messageChunk,
-		2*messageChunk + 1, 1000} {
+	for _, n := range []int{0, 1, messageChunk - 1, messageChunk, messageChunk + 1, 2*messageChunk - 1,
+		2 * messageChunk, 2*messageChunk + 1, 1000} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			want := logOf(n)
 			// NB: flat is the start of a longer array, so a chunk left

@@ -208,7 +208,8 @@ func (s *State) AccountHistory(runID, taskID string, f PageFilter) (h LedgerHist
 	if err != nil {
 		return LedgerHistory{}, true, err
 	}
-	h = LedgerHistory{Reservations: []Reservation{}, Charges: []Charge{}, NextCursor: next, Total: nr + len(a.Charges)}
+	h = LedgerHistory{Reservations: []Reservation{}, Charges: []Charge{}, NextCursor: next,
+		Total: nr + len(a.Charges)}
 	if start < nr {
 		h.Reservations = append(h.Reservations, a.Reservations[start:min(end, nr)]...)
 	}

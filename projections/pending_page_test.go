@@ -75,7 +75,8 @@ func TestPendingPageSkipsSettledEntries(t *testing.T) {
 			{"from the start", PageFilter{Limit: 10}, []string{"first", "last"}, ""},
 			{"limit 1 leaves the last for the next page", PageFilter{Limit: 1}, []string{"first"},
 				strconv.FormatUint(uint64(n+1), 36)},
-			{"from inside the gap", PageFilter{Limit: 10, Cursor: strconv.FormatUint(uint64(n/2), 36)}, []string{"last"}, ""},
+			{"from inside the gap", PageFilter{Limit: 10, Cursor: strconv.FormatUint(uint64(n/2), 36)},
+				[]string{"last"}, ""},
 			{"past the last", PageFilter{Limit: 10, Cursor: strconv.FormatUint(uint64(n+2), 36)}, nil, ""},
 		} {
 			for list, page := range lists {

@@ -54,7 +54,8 @@ const foldCheckEvery = 256
 // returned for the same run at a position ≤ to: it folds only the events
 // after base.Position, into a clone (base is not modified). A nil base, or
 // one past to, starts from the beginning. ctx ends it as it ends RunAt.
-func RunAtFrom(ctx context.Context, l *eventlog.Log, base *State, id string, to uint64) (s *State, ok bool, err error) {
+func RunAtFrom(ctx context.Context, l *eventlog.Log, base *State, id string, to uint64) (s *State, ok bool,
+	err error) {
 	if base != nil && base.Position > to {
 		base = nil
 	}

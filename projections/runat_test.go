@@ -58,12 +58,13 @@ func TestRunAtStopsWhenItsContextEnds(t *testing.T) {
 	}{
 		{name: "never ends", looks: whole},
 		{name: "ended before it starts", ends: 1, err: context.Canceled, looks: 1},
-		{name: "cancelled after foldCheckEvery events", ends: 2, err: context.Canceled, looks: 2, read: foldCheckEvery},
+		{name: "cancelled after foldCheckEvery events", ends: 2, err: context.Canceled, looks: 2,
+			read: foldCheckEvery},
 		{name: "past its deadline after 2 × foldCheckEvery events", ends: 3, err: context.DeadlineExceeded, looks: 3,
 			read: 2 * foldCheckEvery},
 		{name: "from a base, ended before it starts", base: base, ends: 1, err: context.Canceled, looks: 1},
-		{name: "from a base, cancelled after foldCheckEvery events", base: base, ends: 2, err: context.Canceled, looks: 2,
-			read: foldCheckEvery},
+		{name: "from a base, cancelled after foldCheckEvery events", base: base, ends: 2,
+			err: context.Canceled, looks: 2, read: foldCheckEvery},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := &endingCtx{Context: context.Background(), ends: tc.ends, err: tc.err}

@@ -156,7 +156,8 @@ func decodeSummary(s eventlog.Summary) (cr *coldRun, err error) {
 	case rec.Run == nil || rec.Run.RunID != s.Stream || !rec.Run.Status.Stale():
 		return nil, fmt.Errorf("%w: summary of run %s holds another record", ErrBadSnapshot, s.Stream)
 	case rec.Orch != nil && (rec.Orch.Key != events.OrchestratorKey || rec.Orch.RunID != s.Stream):
-		return nil, fmt.Errorf("%w: summary of run %s: a credential other than its orchestrator's", ErrBadSnapshot, s.Stream)
+		return nil, fmt.Errorf("%w: summary of run %s: a credential other than its orchestrator's",
+			ErrBadSnapshot, s.Stream)
 	case s.Ord > maxOrd:
 		return nil, fmt.Errorf("%w: summary of run %s: ordinal %d", ErrBadSnapshot, s.Stream, s.Ord)
 	}
@@ -415,7 +416,8 @@ func (s *State) checkIndex(exact bool) error {
 	want := uint64(max(s.nruns-len(s.runs)-len(s.cold), 0))
 	if !exact {
 		if got < want {
-			return fmt.Errorf("%w: it records %d runs; the snapshot at %d has %d cold runs whose summary only it holds", ErrIndexWanting, got, s.Position, want)
+			return fmt.Errorf("%w: it records %d runs; the snapshot at %d has %d cold runs whose summary "+
+				"only it holds", ErrIndexWanting, got, s.Position, want)
 		}
 		return nil
 	}
@@ -442,7 +444,8 @@ func (s *State) checkIndex(exact bool) error {
 		}
 	}
 	if got != want {
-		return fmt.Errorf("%w: it records %d runs; the state at %d relies on it for %d", ErrIndexWanting, got, s.Position, want)
+		return fmt.Errorf("%w: it records %d runs; the state at %d relies on it for %d", ErrIndexWanting, got,
+			s.Position, want)
 	}
 	return nil
 }

@@ -32,12 +32,16 @@ const (
 // a cold run's summary holds who did and why.
 func mixedHistory() []events.Event {
 	var h history
-	h.add(events.EngineStream, events.TypeEngineConfigured, &events.EngineConfigured{MaxSlots: 8, UnmeteredDelegates: events.UnmeteredAllow})
+	h.add(events.EngineStream, events.TypeEngineConfigured,
+		&events.EngineConfigured{MaxSlots: 8, UnmeteredDelegates: events.UnmeteredAllow})
 	id := func(r int) string { return fmt.Sprintf("team_20261001000000_%016x", r) }
 	for r := range mixedRuns {
-		h.add(id(r), events.TypeRunCreated, &events.RunCreated{Team: "t", Workflow: "w", Goal: fmt.Sprintf("goal %d", r), Cwd: "/w"})
-		h.addBy(byAdmin, id(r), events.TypeCredentialIssued, &events.CredentialIssued{TaskID: events.OrchestratorKey, Role: events.RoleOrchestrator, Digest: "d"})
-		h.add(id(r), events.TypeTaskCreated, &events.TaskCreated{TaskID: "00_step", Role: "executor", Agent: "executor", Title: "step", Cwd: "/w"})
+		h.add(id(r), events.TypeRunCreated, &events.RunCreated{Team: "t", Workflow: "w",
+			Goal: fmt.Sprintf("goal %d", r), Cwd: "/w"})
+		h.addBy(byAdmin, id(r), events.TypeCredentialIssued,
+			&events.CredentialIssued{TaskID: events.OrchestratorKey, Role: events.RoleOrchestrator, Digest: "d"})
+		h.add(id(r), events.TypeTaskCreated, &events.TaskCreated{TaskID: "00_step", Role: "executor",
+			Agent: "executor", Title: "step", Cwd: "/w"})
 	}
 	for i := range mixedRuns {
 		r := i * 7 % mixedRuns
@@ -51,7 +55,8 @@ func mixedHistory() []events.Event {
 		case 2:
 			h.add(run, events.TypeRunFailed, &events.RunFailed{Reason: "broke"})
 		case 3:
-			h.addBy(byAdmin, run, events.TypeCredentialRevoked, &events.CredentialRevoked{TaskID: events.OrchestratorKey, Reason: "stop"})
+			h.addBy(byAdmin, run, events.TypeCredentialRevoked,
+				&events.CredentialRevoked{TaskID: events.OrchestratorKey, Reason: "stop"})
 			h.addBy(byAdmin, run, events.TypeRunCancelled, &events.RunCancelled{Reason: "stop"})
 		case 5:
 			h.add(run, events.TypeRunBlocked, &events.RunBlocked{Reason: "wait"})
@@ -101,7 +106,8 @@ func requireRunsAlike(t *testing.T, want, s *State, what string) {
 						}
 						require.NoError(t, err, "%s: %+v", what, f)
 						if !s.indexedRuns() {
-							require.Zero(t, page.IndexRead, "%s: %+v: a page of the runs in memory reads no index", what, f)
+							require.Zero(t, page.IndexRead,
+								"%s: %+v: a page of the runs in memory reads no index", what, f)
 						}
 						// NB: what the page answers, not what it read: the index, or memory, or both.
 						wantPage.IndexRead, page.IndexRead = 0, 0
@@ -132,7 +138,8 @@ func TestRunsFromTheIndexAnswerAsFromMemory(t *testing.T) {
 	require.Equal(t, mixedRuns-mixedEnded, indexed.HotRuns())
 	requireRunsAlike(t, want, indexed, "index")
 
-	offline, _, err := LoadTiered(appendHistory(t, evs), Tiering{Now: now}) // no index, and writes none: summaries in memory
+	// no index, and writes none: summaries in memory
+	offline, _, err := LoadTiered(appendHistory(t, evs), Tiering{Now: now})
 	require.NoError(t, err)
 	require.Len(t, offline.cold, mixedEnded)
 	requireRunsAlike(t, want, offline, "memory")
@@ -330,13 +337,16 @@ func BenchmarkRunsPage(b *testing.B) {
 	var h history
 	for r := range runs {
 		run := fmt.Sprintf("team_20261001000000_%016x", r)
-		h.add(run, events.TypeRunCreated, &events.RunCreated{Team: "t", Workflow: "w", Goal: "a goal of a few words", Cwd: "/w"})
-		h.add(run, events.TypeCredentialIssued, &events.CredentialIssued{TaskID: events.OrchestratorKey, Role: events.RoleOrchestrator, Digest: "d"})
+		h.add(run, events.TypeRunCreated, &events.RunCreated{Team: "t", Workflow: "w",
+			Goal: "a goal of a few words", Cwd: "/w"})
+		h.add(run, events.TypeCredentialIssued, &events.CredentialIssued{TaskID: events.OrchestratorKey,
+			Role: events.RoleOrchestrator, Digest: "d"})
 		h.add(run, events.TypeRunRunning, &events.RunRunning{})
 		h.add(run, events.TypeRunCompleted, &events.RunCompleted{Summary: "done"})
 	}
 	now := h.evs[len(h.evs)-1].UnixMilli() + 1
-	f := RunFilter{Statuses: []RunStatus{RunCompleted}, Newest: true, Limit: 100, Cursor: strconv.FormatUint(runs/2, 36)}
+	f := RunFilter{Statuses: []RunStatus{RunCompleted}, Newest: true, Limit: 100,
+		Cursor: strconv.FormatUint(runs/2, 36)}
 	for _, c := range []struct {
 		name         string
 		index, first bool
@@ -374,8 +384,10 @@ func BenchmarkHeapOfFinishedRuns(b *testing.B) {
 		var h history
 		for r := range finished + 2 {
 			run := fmt.Sprintf("team_20261001000000_%016x", r)
-			h.add(run, events.TypeRunCreated, &events.RunCreated{Team: "t", Workflow: "w", Goal: "a goal of a few words", Cwd: "/w"})
-			h.add(run, events.TypeCredentialIssued, &events.CredentialIssued{TaskID: events.OrchestratorKey, Role: events.RoleOrchestrator, Digest: "d"})
+			h.add(run, events.TypeRunCreated, &events.RunCreated{Team: "t", Workflow: "w",
+				Goal: "a goal of a few words", Cwd: "/w"})
+			h.add(run, events.TypeCredentialIssued,
+				&events.CredentialIssued{TaskID: events.OrchestratorKey, Role: events.RoleOrchestrator, Digest: "d"})
 			h.add(run, events.TypeRunRunning, &events.RunRunning{})
 			if r < finished {
 				h.add(run, events.TypeRunCompleted, &events.RunCompleted{Summary: "done"})
@@ -450,7 +462,8 @@ func TestRemovedIndexIsRebuiltAtLoad(t *testing.T) {
 				require.NotNil(t, cr)
 				b, err := encodeSummary(cr)
 				require.NoError(t, err)
-				require.NoError(t, l.SaveSummaries([]eventlog.Summary{{Stream: events.EngineStream, Ord: 1 << 20, Position: 1, Data: b}}))
+				require.NoError(t, l.SaveSummaries([]eventlog.Summary{{Stream: events.EngineStream, Ord: 1 << 20,
+					Position: 1, Data: b}}))
 			}
 			again, info, err := LoadTiered(l, Tiering{Now: now, SaveViews: true, Index: true})
 			require.NoError(t, err)
@@ -485,7 +498,8 @@ func TestAFailedWriteOfSummariesIsRetriedAndBothCopiesLetGo(t *testing.T) {
 	appendEvents(t, l, evs)
 	// A summary in the index, so that its keys are in a table once the
 	// store is reopened (with an empty block cache).
-	require.NoError(t, l.SaveSummaries([]eventlog.Summary{{Stream: evs[1].Stream, Ord: 0, Position: evs[1].Position, Data: []byte{summaryFormat}}}))
+	require.NoError(t, l.SaveSummaries([]eventlog.Summary{{Stream: evs[1].Stream, Ord: 0, Position: evs[1].Position,
+		Data: []byte{summaryFormat}}}))
 	require.NoError(t, l.Close())
 	faults := sstReadFaults()
 	l, err = eventlog.Open("db", &eventlog.Options{FS: errorfs.Wrap(fs, faults)})

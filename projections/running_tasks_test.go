@@ -19,7 +19,8 @@ func TestRunningTasksCountsWithoutAWalk(t *testing.T) {
 		fixture(&h, 0, true)
 		for i := range n {
 			id := fmt.Sprintf("t%05d", i)
-			h.add(runR, events.TypeTaskCreated, &events.TaskCreated{TaskID: id, Role: "executor", Agent: "a", Cwd: "/v"})
+			h.add(runR, events.TypeTaskCreated, &events.TaskCreated{TaskID: id, Role: "executor",
+				Agent: "a", Cwd: "/v"})
 			if i%3 == 0 {
 				h.add(runR, events.TypeTaskStarted, &events.TaskStarted{TaskID: id, Cwd: "/w"})
 			}

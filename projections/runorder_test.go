@@ -120,7 +120,8 @@ func comeAndGoRun(r int) string { return fmt.Sprintf("team_20261001000000_%016x"
 func comeAndGoHistory(runs int, nth func(i int) int) history {
 	var h history
 	for r := range runs {
-		h.add(comeAndGoRun(r), events.TypeRunCreated, &events.RunCreated{Team: "t", Workflow: "w", Goal: "g", Cwd: "/w"})
+		h.add(comeAndGoRun(r), events.TypeRunCreated,
+			&events.RunCreated{Team: "t", Workflow: "w", Goal: "g", Cwd: "/w"})
 		h.add(comeAndGoRun(r), events.TypeRunRunning, &events.RunRunning{})
 	}
 	for i := range runs {
@@ -324,7 +325,8 @@ func coldThenHot(tb testing.TB, cold, hot int) (*eventlog.Log, *State) {
 	tb.Helper()
 	var h history
 	for r := range cold + hot {
-		h.add(comeAndGoRun(r), events.TypeRunCreated, &events.RunCreated{Team: "t", Workflow: "w", Goal: "g", Cwd: "/w"})
+		h.add(comeAndGoRun(r), events.TypeRunCreated,
+			&events.RunCreated{Team: "t", Workflow: "w", Goal: "g", Cwd: "/w"})
 		h.add(comeAndGoRun(r), events.TypeRunRunning, &events.RunRunning{})
 		if r < cold {
 			h.add(comeAndGoRun(r), events.TypeRunCompleted, &events.RunCompleted{Summary: "done"})

@@ -118,7 +118,8 @@ func (r Run) clone() Run {
 
 func applyRunCreated(s *State, ev events.Event) {
 	p := events.PayloadAs[events.RunCreated](ev)
-	if p == nil || s.runs[ev.Stream] != nil || s.cold[ev.Stream] != nil { // NB: an indexed cold run was faulted in first (FaultIn)
+	// NB: an indexed cold run was faulted in first (FaultIn)
+	if p == nil || s.runs[ev.Stream] != nil || s.cold[ev.Stream] != nil {
 		return
 	}
 	at := ev.UnixMilli()

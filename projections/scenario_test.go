@@ -11,18 +11,23 @@ import (
 // settled with a charge → mailbox delivered → acknowledged.
 func TestScenarioMeteredDelegation(t *testing.T) {
 	var h history
-	h.add(events.EngineStream, events.TypeEngineConfigured, &events.EngineConfigured{NestingEnabled: true, MaxDepth: 4,
-		MaxSlots: 2, UnmeteredDelegates: events.UnmeteredAllow, ModelCatalog: []string{"anthropic/m1", "openai/m2"}, SettleGraceSec: 30})
+	h.add(events.EngineStream, events.TypeEngineConfigured,
+		&events.EngineConfigured{NestingEnabled: true, MaxDepth: 4,
+			MaxSlots: 2, UnmeteredDelegates: events.UnmeteredAllow, ModelCatalog: []string{"anthropic/m1",
+				"openai/m2"},
+			SettleGraceSec: 30})
 	fixture(&h, 100_000, false)
-	h.add(runR, events.TypeCredentialIssued, &events.CredentialIssued{TaskID: taskP, Role: events.RoleWorker, Digest: "d-p"})
+	h.add(runR, events.TypeCredentialIssued, &events.CredentialIssued{TaskID: taskP, Role: events.RoleWorker,
+		Digest: "d-p"})
 	admitBatch(&h, "gc-1", 20_000, true, 100_000)
 	admittedPos := len(h.evs) - 1
 
 	s := fold(h.evs)
 	sh, ok := s.Task(runR, "gc-1")
 	require.True(t, ok)
-	require.Equal(t, Task{RunID: runR, TaskID: "gc-1", Kind: events.TaskKindShadow, Role: "explorer", Agent: "delegate", Title: "delegate: search",
-		Status: TaskQueued, Cwd: "/w", DependsOn: []string{}, Depth: 2, Model: "anthropic/m1", CreatedAt: at(admittedPos), StartedAt: at(admittedPos)}, sh)
+	require.Equal(t, Task{RunID: runR, TaskID: "gc-1", Kind: events.TaskKindShadow, Role: "explorer",
+		Agent: "delegate", Title: "delegate: search", Status: TaskQueued, Cwd: "/w", DependsOn: []string{}, Depth: 2,
+		Model: "anthropic/m1", CreatedAt: at(admittedPos), StartedAt: at(admittedPos)}, sh)
 	require.True(t, sh.Shadow())
 	parent, _ := s.Task(runR, taskP)
 	require.Equal(t, &Allocation{TokensGranted: 100_000, TokensSpent: 20_000}, parent.Allocation, "GS-04")
@@ -47,7 +52,8 @@ func TestScenarioMeteredDelegation(t *testing.T) {
 	a, _ := s.Account(runR, taskP)
 	require.Equal(t, int64(25_000), a.TokensSpent, "reservation 20000 + excess 5000, no refund")
 	require.Equal(t, int64(100_000), a.TokensGranted)
-	require.Equal(t, []Charge{{SubID: "gc-1", Tokens: 5000, UsageTokens: 25_000, ReservedTokens: 20_000, At: at(len(h.evs) - 1)}}, a.Charges)
+	require.Equal(t, []Charge{{SubID: "gc-1", Tokens: 5000, UsageTokens: 25_000, ReservedTokens: 20_000,
+		At: at(len(h.evs) - 1)}}, a.Charges)
 
 	page, err := s.Mailbox(runR, taskP, MailboxFilter{Pending: true})
 	require.NoError(t, err)
@@ -137,7 +143,8 @@ func TestScenarioCancelWithRun(t *testing.T) {
 	fixture(&h, 0, false)
 	admitBatch(&h, "gc-1", 0, false, 0)
 	h.add(runR, events.TypeRunCancelled, &events.RunCancelled{Reason: "user"})
-	h.add(runR, events.TypeDelegateCancelRequested, &events.DelegateCancelRequested{TaskID: taskP, SubID: "gc-1", Reason: "run cancelled"})
+	h.add(runR, events.TypeDelegateCancelRequested,
+		&events.DelegateCancelRequested{TaskID: taskP, SubID: "gc-1", Reason: "run cancelled"})
 	s := fold(h.evs)
 	d, _ := s.Delegation(runR, "gc-1")
 	require.True(t, d.CancelRequested)
@@ -167,7 +174,8 @@ func TestScenarioAsk(t *testing.T) {
 	s := fold(h.evs)
 	p, _ := s.Task(runR, taskP)
 	require.Equal(t, TaskWaiting, p.Status)
-	require.Equal(t, &Waiting{QuestionID: "q1", AskedAt: asked, Deadline: asked + 3_600_000, Options: []string{"a", "b"}}, p.Waiting)
+	require.Equal(t, &Waiting{QuestionID: "q1", AskedAt: asked, Deadline: asked + 3_600_000,
+		Options: []string{"a", "b"}}, p.Waiting)
 	run, _ := s.Run(runR)
 	require.Equal(t, RunRunning, run.Status, "a park does not change the run status")
 	require.Equal(t, &WaitState{TaskID: taskP, QuestionID: "q1", AskedAt: asked}, run.WaitState)

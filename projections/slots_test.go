@@ -72,7 +72,8 @@ func TestAnAdmissionOfASubIDAnotherRunHoldsIsIgnored(t *testing.T) {
 	h.add(other, events.TypeTaskCreated, &events.TaskCreated{TaskID: taskP, Role: "executor", Agent: "a", Title: "T",
 		Cwd: "/w"})
 	h.add(other, events.TypeDelegateAdmitted, &events.DelegateAdmitted{TaskID: taskP, SubID: "gc-1", ChildDepth: 2,
-		Role: "explorer", Unmetered: true, TimeoutSec: 900, Deadline: at(len(h.evs)+1) + 900_000, Cwd: "/w", Title: "d"})
+		Role: "explorer", Unmetered: true, TimeoutSec: 900, Deadline: at(len(h.evs)+1) + 900_000, Cwd: "/w",
+		Title: "d"})
 	s := fold(h.evs)
 	holder, ok := s.SlotHolder("gc-1")
 	require.True(t, ok)

@@ -72,7 +72,8 @@ func TestSnapshotEncoderMatchesReflection(t *testing.T) {
 		same(sr, func(b []byte) ([]byte, error) { return appendSnapshotRun(b, sr, nil) })
 	}
 	check(&Task{}, &Delegation{}, &Account{}, &Message{}, &snapshotRun{})
-	check(nil, nil, nil, &Message{}, &snapshotRun{Tasks: []*Task{nil}, Delegations: []*Delegation{nil}, Accounts: []*Account{nil}})
+	check(nil, nil, nil, &Message{}, &snapshotRun{Tasks: []*Task{nil}, Delegations: []*Delegation{nil},
+		Accounts: []*Account{nil}})
 	for range 300 {
 		var (
 			tk  Task
@@ -161,11 +162,13 @@ func TestEncodingARunCopiesNoMessage(t *testing.T) {
 		sr := snapshotRunOf(r)
 		runtime.ReadMemStats(&after)
 		copied := uint64(r.msgs.Len()) * uint64(unsafe.Sizeof(Message{}))
-		require.Less(t, after.TotalAlloc-before.TotalAlloc, copied/4, "allocated, against %d bytes of messages", copied)
+		require.Less(t, after.TotalAlloc-before.TotalAlloc, copied/4,
+			"allocated, against %d bytes of messages", copied)
 		got, err := appendSnapshotRun(nil, &sr, nil)
 		require.NoError(t, err)
-		flat := snapshotRun{Run: sr.Run, Last: sr.Last, Tasks: sr.Tasks, Delegations: sr.Delegations, Accounts: sr.Accounts,
-			Messages: r.msgs.all(), Asks: sr.Asks, Credentials: sr.Credentials, RootSpent: sr.RootSpent, Jobs: sr.Jobs, RevokedRoots: sr.RevokedRoots}
+		flat := snapshotRun{Run: sr.Run, Last: sr.Last, Tasks: sr.Tasks, Delegations: sr.Delegations,
+			Accounts: sr.Accounts, Messages: r.msgs.all(), Asks: sr.Asks, Credentials: sr.Credentials,
+			RootSpent: sr.RootSpent, Jobs: sr.Jobs, RevokedRoots: sr.RevokedRoots}
 		want, err := msgpack.Marshal(&flat)
 		require.NoError(t, err)
 		require.Equal(t, want, got)

@@ -41,7 +41,8 @@ func TestSnapshotRunFastDecodeMatchesReflection(t *testing.T) {
 		}
 	}
 	same(&snapshotRun{})
-	same(&snapshotRun{Tasks: []*Task{nil, {}}, Delegations: []*Delegation{nil}, Accounts: []*Account{nil}, Messages: []Message{}})
+	same(&snapshotRun{Tasks: []*Task{nil, {}}, Delegations: []*Delegation{nil}, Accounts: []*Account{nil},
+		Messages: []Message{}})
 	rng := rand.New(rand.NewPCG(3, 4))
 	for range 300 {
 		var sr snapshotRun
@@ -172,9 +173,11 @@ func TestFastPathFallsBackWhereReflectionDiffers(t *testing.T) {
 	}{
 		{"a run key twice", run(entry("run", runRecord), entry("run", []byte{0xc0}))},
 		{"a message's data key twice", run(entry("run", runRecord), entry("messages", append(m.ArrayLen(nil, 1),
-			message(append(m.String(m.String(m.MapLen(nil, 2), "subId"), "S1"), entry("subId", m.String(nil, "S2"))...))...)))},
+			message(append(m.String(m.String(m.MapLen(nil, 2), "subId"), "S1"),
+				entry("subId", m.String(nil, "S2"))...))...)))},
 		{"the messages key twice", run(entry("messages", m.ArrayLen(nil, 0)), entry("messages", []byte{0xc0}))},
-		{"more messages than bytes", run(entry("run", runRecord), entry("messages", m.ArrayLen(nil, 2)), entry("noView", []byte{0xc2}))},
+		{"more messages than bytes", run(entry("run", runRecord), entry("messages", m.ArrayLen(nil, 2)),
+			entry("noView", []byte{0xc2}))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := decodeSnapshotRun(tc.b)
@@ -201,11 +204,14 @@ func TestFastPathFallsBackWhereReflectionDiffers(t *testing.T) {
 		whole  func(b []byte) error
 		decode func(b []byte) error
 	}{
-		{"a view's run record", func(n int) []byte { return run(entry("run", nested(m.String(m.String(nil, "runId"), "R"), n))) },
+		{"a view's run record", func(n int) []byte {
+			return run(entry("run", nested(m.String(m.String(nil, "runId"), "R"), n)))
+		},
 			func(b []byte) error { return checkMsgpack(b, 1) },
 			func(b []byte) error { _, err := decodeSnapshotRun(b); return err }},
 		{"a task's waiting marker", func(n int) []byte {
-			task := append(m.MapLen(nil, 1), entry("waiting", nested(m.String(m.String(nil, "questionId"), "q"), n))...)
+			task := append(m.MapLen(nil, 1), entry("waiting",
+				nested(m.String(m.String(nil, "questionId"), "q"), n))...)
 			return run(entry("tasks", append(m.ArrayLen(nil, 1), task...)))
 		},
 			func(b []byte) error { return checkMsgpack(b, 1) },

@@ -55,7 +55,8 @@ func saveOlderSummary(t *testing.T, l *eventlog.Log, s *State, id string) {
 	cr.orch = withoutActors(cr.orch)
 	b, err := encodeSummary(&cr)
 	require.NoError(t, err)
-	require.NoError(t, l.SaveSummaries([]eventlog.Summary{{Stream: id, Ord: sum.Ord, Position: sum.Position, Data: b}}))
+	require.NoError(t, l.SaveSummaries([]eventlog.Summary{{Stream: id, Ord: sum.Ord,
+		Position: sum.Position, Data: b}}))
 }
 
 // mixedStore is a log of mixedHistory and the full fold of it, with the state a daemon loads from it (the index

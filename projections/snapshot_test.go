@@ -60,7 +60,8 @@ func TestSnapshotBadBytes(t *testing.T) {
 		{"nil task", hot(map[string]any{"run": run, "tasks": []any{nil}}), "run r: task missing or duplicate"},
 		{"duplicate run", hot(map[string]any{"run": run}, map[string]any{"run": run}), "run 1 missing or duplicate"},
 		{"duplicate message", hot(map[string]any{"run": run,
-			"messages": []any{map[string]any{"id": "m"}, map[string]any{"id": "m"}}}), `run r: duplicate message "m"`},
+			"messages": []any{map[string]any{"id": "m"}, map[string]any{"id": "m"}}}),
+			`run r: duplicate message "m"`},
 		{"wrong type", withFormat(map[string]any{"position": "one"}), ""},
 	}
 	for _, tc := range tests {
@@ -152,7 +153,8 @@ func TestSnapshotRefusesAJobThatContradictsItself(t *testing.T) {
 	}
 	call := func(id string) map[string]any { return map[string]any{"requestId": id, "state": ProxyAdmitted} }
 	s, err := DecodeSnapshot(snapshotOf(map[string]any{"jobId": "J", "tools": []any{"a", "b"},
-		"fingerprints": []any{"fa", "fb"}, "callables": []any{"ca", "cb"}, "requests": []any{call("q1"), call("q2")}}))
+		"fingerprints": []any{"fa", "fb"}, "callables": []any{"ca", "cb"},
+		"requests": []any{call("q1"), call("q2")}}))
 	require.NoError(t, err, "a job whose lists agree")
 	require.Equal(t, []string{"q1", "q2"}, s.LiveRequests("r", "J"))
 	for name, job := range map[string]map[string]any{

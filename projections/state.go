@@ -60,7 +60,8 @@ type runState struct {
 	taskOrder []string
 	// workflowOrder is taskOrder without the shadow tasks (EachWorkflowTask).
 	workflowOrder []string
-	live          []string // the tasks not in a terminal status, shadow ones included, in creation order (setTaskStatus)
+	// the tasks not in a terminal status, shadow ones included, in creation order (setTaskStatus)
+	live []string
 	// liveWorkflow is how many of live are workflow tasks (LiveTasks).
 	liveWorkflow int
 	// running counts the tasks in status running, shadow ones included, by role and cwd (RunningTasks).

@@ -322,7 +322,8 @@ func applyTask(r *runState, ev events.Event) {
 		if p := events.PayloadAs[events.TaskWaiting](ev); p != nil {
 			if t := r.tasks[p.TaskID]; t != nil {
 				r.setTaskStatus(t, TaskWaiting)
-				t.Waiting = &Waiting{QuestionID: p.QuestionID, AskedAt: p.AskedAt, Deadline: p.Deadline, Options: p.Options}
+				t.Waiting = &Waiting{QuestionID: p.QuestionID, AskedAt: p.AskedAt, Deadline: p.Deadline,
+					Options: p.Options}
 			}
 		}
 	case events.TypeTaskResumed:
@@ -334,7 +335,8 @@ func applyTask(r *runState, ev events.Event) {
 	case events.TypeTaskUsage:
 		if p := events.PayloadAs[events.TaskUsage](ev); p != nil {
 			if t := r.tasks[p.TaskID]; t != nil {
-				u := Usage{Input: p.Input, Output: p.Output, CacheRead: p.CacheRead, CacheWrite: p.CacheWrite, Cost: p.Cost, Turns: p.Turns}
+				u := Usage{Input: p.Input, Output: p.Output, CacheRead: p.CacheRead, CacheWrite: p.CacheWrite,
+					Cost: p.Cost, Turns: p.Turns}
 				r.run.BudgetUsed = SaturatingAdd(r.run.BudgetUsed, u.Budgeted()-t.Usage.Budgeted())
 				t.Usage = u
 			}

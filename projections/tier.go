@@ -290,7 +290,8 @@ func (c *ColdStore) fold(id string, cr *coldRun) (*runState, int64, error) {
 	}
 	r := scratch.runs[id]
 	if r == nil || r.last != cr.last {
-		return nil, n, fmt.Errorf("%w: run %s re-folded from its stream does not reach position %d", eventlog.ErrCorrupt, id, cr.last)
+		return nil, n, fmt.Errorf("%w: run %s re-folded from its stream does not reach position %d",
+			eventlog.ErrCorrupt, id, cr.last)
 	}
 	r.ord = cr.ord
 	if c.saveViews && c.saveView(id, cr.last, r) != nil {

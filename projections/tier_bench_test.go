@@ -35,9 +35,11 @@ func BenchmarkColdRun(b *testing.B) {
 		}
 	}
 	const run = "R"
-	do(audittest.Admin, &commands.RunCreate{RunID: run, Team: "t", Goal: "g", Cwd: "/w", BudgetTotal: audittest.Ptr[int64](1 << 40)})
+	do(audittest.Admin, &commands.RunCreate{RunID: run, Team: "t", Goal: "g", Cwd: "/w",
+		BudgetTotal: audittest.Ptr[int64](1 << 40)})
 	do(audittest.Orchestrator, &commands.RunTransition{RunID: run, To: "running"})
-	do(audittest.Orchestrator, &commands.TaskCreate{RunID: run, TaskID: "01_work", Role: "explorer", Agent: "a", Title: "w", Cwd: "/w", StepID: "s"})
+	do(audittest.Orchestrator, &commands.TaskCreate{RunID: run, TaskID: "01_work", Role: "explorer", Agent: "a",
+		Title: "w", Cwd: "/w", StepID: "s"})
 	do(audittest.Orchestrator, &commands.TaskTransition{RunID: run, TaskID: "01_work", To: "running"})
 	worker := audittest.Worker("01_work")
 	size := uint64(1000)
@@ -45,17 +47,21 @@ func BenchmarkColdRun(b *testing.B) {
 		size = v
 	}
 	for i := 0; w.State.Position < size; i++ {
-		do(worker, &commands.DelegateRequest{RunID: run, TaskID: "01_work", Prompt: "look", Role: audittest.Ptr("analyst"), BudgetTokens: audittest.Ptr[int64](100)})
+		do(worker, &commands.DelegateRequest{RunID: run, TaskID: "01_work", Prompt: "look",
+			Role: audittest.Ptr("analyst"), BudgetTokens: audittest.Ptr[int64](100)})
 		for _, d := range w.State.InFlight() {
 			do(audittest.Orchestrator, &commands.DelegateSpawned{RunID: run, SubID: d.SubID, PID: 7})
-			do(audittest.Orchestrator, &commands.DelegateSettle{RunID: run, SubID: d.SubID, Outcome: commands.OutcomeOK, Text: "found it", UsageTokens: audittest.Ptr[int64](150)})
+			do(audittest.Orchestrator, &commands.DelegateSettle{RunID: run, SubID: d.SubID,
+				Outcome: commands.OutcomeOK, Text: "found it", UsageTokens: audittest.Ptr[int64](150)})
 		}
-		do(worker, &commands.MessageSend{RunID: run, FromTask: "01_work", To: []string{commands.ToParent}, Body: "progress"})
+		do(worker, &commands.MessageSend{RunID: run, FromTask: "01_work", To: []string{commands.ToParent},
+			Body: "progress"})
 		do(worker, &commands.TaskUsage{RunID: run, TaskID: "01_work", Input: int64(100 * i), Turns: 1})
 	}
 	do(audittest.Orchestrator, &commands.RunTransition{RunID: run, To: "completed"})
 	require.NoError(b, w.Flush())
-	s, _, err := projections.LoadTiered(l, projections.Tiering{Now: time.Now().UnixMilli(), SaveViews: true, Index: true})
+	s, _, err := projections.LoadTiered(l, projections.Tiering{Now: time.Now().UnixMilli(), SaveViews: true,
+		Index: true})
 	require.NoError(b, err)
 	require.True(b, s.IsCold(run))
 	_, err = s.ColdStore().SaveViews()

@@ -150,11 +150,15 @@ func TestQueriesOfAColdRunNotReadBackAnswerTheError(t *testing.T) {
 	require.True(t, ok, "the summary answers")
 	f := PageFilter{Limit: 10}
 	pages := map[string]func() error{
-		"TasksPage":        func() error { _, err := s.TasksPage(cold, f); return err },
-		"DelegationsPage":  func() error { _, err := s.DelegationsPage(cold, f); return err },
-		"LedgerPage":       func() error { _, err := s.LedgerPage(cold, f); return err },
-		"AccountHistory":   func() error { _, _, err := s.AccountHistory(cold, "00_step", f); return err },
-		"Mailbox":          func() error { _, err := s.Mailbox(cold, events.RunInbox, MailboxFilter{Limit: 10}); return err },
+		"TasksPage":       func() error { _, err := s.TasksPage(cold, f); return err },
+		"DelegationsPage": func() error { _, err := s.DelegationsPage(cold, f); return err },
+		"LedgerPage":      func() error { _, err := s.LedgerPage(cold, f); return err },
+		"AccountHistory":  func() error { _, _, err := s.AccountHistory(cold, "00_step", f); return err },
+		"Mailbox": func() error {
+			_, err := s.Mailbox(cold, events.RunInbox,
+				MailboxFilter{Limit: 10})
+			return err
+		},
 		"AsksPage":         func() error { _, err := s.AsksPage(cold, false, f); return err },
 		"CredentialsPage":  func() error { _, err := s.CredentialsPage(cold, f); return err },
 		"JobPage":          func() error { _, _, err := s.JobPage(cold, "J", 0, 10); return err },

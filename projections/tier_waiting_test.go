@@ -22,7 +22,8 @@ func TestARunGoneColdLeavesTheSlotWaiters(t *testing.T) {
 		run := fmt.Sprintf("E%02d", i)
 		h.add(run, events.TypeRunCreated, &events.RunCreated{Team: "t"})
 		h.add(run, events.TypeRunCompleted, &events.RunCompleted{})
-		h.add(run, events.TypeDelegateRejected, &events.DelegateRejected{TaskID: "a", Reason: events.ReasonSlotsExhausted})
+		h.add(run, events.TypeDelegateRejected, &events.DelegateRejected{TaskID: "a",
+			Reason: events.ReasonSlotsExhausted})
 	}
 	l, err := eventlog.Open("db", &eventlog.Options{FS: vfs.NewMem()})
 	require.NoError(t, err)

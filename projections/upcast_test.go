@@ -22,7 +22,8 @@ func TestFromLogUpcastsV1TaskCreated(t *testing.T) {
 	defer l.Close()
 	run, err := events.EncodePayload(&events.RunCreated{Team: "t", Goal: "g", Cwd: "/srv/app"})
 	require.NoError(t, err)
-	ws := []eventlog.Write{{CommandID: "c0", Events: []eventlog.Event{{Stream: "R", Type: events.TypeRunCreated, SchemaVersion: 1, Time: 1e15, Payload: run}}}}
+	ws := []eventlog.Write{{CommandID: "c0", Events: []eventlog.Event{{Stream: "R", Type: events.TypeRunCreated,
+		SchemaVersion: 1, Time: 1e15, Payload: run}}}}
 	for i, name := range []string{"task.created.v1.workflow.hex", "task.created.v1.shadow.hex"} {
 		h, err := os.ReadFile("../events/testdata/" + name)
 		require.NoError(t, err)

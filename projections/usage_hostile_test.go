@@ -33,10 +33,12 @@ func TestAHostileUsageReportCountsWithinTheBound(t *testing.T) {
 		}, 505},
 		{"the least then the most", []report{
 			{"a", events.TaskUsage{Input: math.MinInt64 / 2, Output: math.MinInt64 / 2}},
-			{"a", events.TaskUsage{Input: math.MaxInt64 / 2, Output: math.MaxInt64 / 2, CacheWrite: math.MaxInt64 / 2}},
+			{"a", events.TaskUsage{Input: math.MaxInt64 / 2, Output: math.MaxInt64 / 2,
+				CacheWrite: math.MaxInt64 / 2}},
 		}, 3 * bound},
 		{"the most, then replaced", []report{
-			{"a", events.TaskUsage{Input: math.MaxInt64}}, {"b", events.TaskUsage{Input: 10}}, {"a", events.TaskUsage{}},
+			{"a", events.TaskUsage{Input: math.MaxInt64}}, {"b", events.TaskUsage{Input: 10}},
+			{"a", events.TaskUsage{}},
 		}, 10},
 		{"beyond the bound, beside others", []report{
 			{"a", events.TaskUsage{Input: bound + 1, CacheWrite: math.MaxInt64}}, {"b", events.TaskUsage{Output: 7}},
@@ -49,8 +51,8 @@ func TestAHostileUsageReportCountsWithinTheBound(t *testing.T) {
 		var h history
 		fixture(&h, 1000, false)
 		for _, task := range []string{"a", "b"} {
-			h.add(runR, events.TypeTaskCreated, &events.TaskCreated{TaskID: task, Role: "executor", Agent: "a", Title: "T",
-				Cwd: "/w", StepID: "s"})
+			h.add(runR, events.TypeTaskCreated, &events.TaskCreated{TaskID: task, Role: "executor",
+				Agent: "a", Title: "T", Cwd: "/w", StepID: "s"})
 		}
 		for _, rep := range c.reports {
 			u := rep.u
@@ -77,8 +79,8 @@ func TestASnapshotOfABudgetUseItsTasksDoNotCountIsRefused(t *testing.T) {
 	var h history
 	fixture(&h, 1000, false)
 	for _, task := range []string{"a", "b"} {
-		h.add(runR, events.TypeTaskCreated, &events.TaskCreated{TaskID: task, Role: "executor", Agent: "a", Title: "T",
-			Cwd: "/w", StepID: "s"})
+		h.add(runR, events.TypeTaskCreated, &events.TaskCreated{TaskID: task, Role: "executor",
+			Agent: "a", Title: "T", Cwd: "/w", StepID: "s"})
 	}
 	h.add(runR, events.TypeTaskUsage, &events.TaskUsage{TaskID: "a", Input: -1000, Output: 5})
 	h.add(runR, events.TypeTaskUsage, &events.TaskUsage{TaskID: "b", Input: 500})

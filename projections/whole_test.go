@@ -53,7 +53,8 @@ func TestWholeAnswersAsTheFullFold(t *testing.T) {
 		require.Equal(t, runs/4, s.HotRuns(), "index %v", index)
 		whole, err := s.Whole()
 		require.NoError(t, err)
-		projectionstest.RequireSame(t, want, projectionstest.Answers(t, whole, now), fmt.Sprintf("cold, index %v", index))
+		projectionstest.RequireSame(t, want, projectionstest.Answers(t, whole, now),
+			fmt.Sprintf("cold, index %v", index))
 		for r := 0; r < runs; r += 3 {
 			_, err := s.FaultIn(id(r))
 			require.NoError(t, err)
