@@ -22,21 +22,22 @@ import (
 // say how it is held.
 var (
 	stateQueries = []string{
-		"Account", "AccountHistory", "Allocation", "Ask", "Asks", "AsksPage", "Authorize", "Config", "Credential", "LookupCredential", "Credentials",
-		"CredentialsPage",
-		"Delegation", "Delegations", "DelegationsPage", "DueAsks", "InFlight", "IsShadow", "Ledger", "LedgerPage", "LedgerTotals",
-		"Mailbox", "Message", "MessagesSince", "RootSpent", "Run", "LookupRun", "RunStatus", "LookupRunStatus", "RunEndedAt", "Runs",
-		"SlotHolder", "SlotWaiters", "Slots",
-		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "StrandedAsks", "Task", "TaskStatus", "TaskAttempt", "LookupTaskStatus", "LookupTaskStatuses", "Tasks", "TasksPage", "LiveTasks",
-		"TaskDependsOn",
+		"Account", "AccountHistory", "Allocation", "Ask", "Asks", "AsksPage", "Authorize", "Config", "Credential",
+		"LookupCredential", "Credentials", "CredentialsPage",
+		"Delegation", "Delegations", "DelegationsPage", "DueAsks", "InFlight", "IsShadow", "Ledger", "LedgerPage",
+		"LedgerTotals", "Mailbox", "Message", "MessagesSince", "RootSpent", "Run", "LookupRun", "RunStatus",
+		"LookupRunStatus", "RunEndedAt", "Runs", "SlotHolder", "SlotWaiters", "Slots",
+		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "StrandedAsks", "Task", "TaskStatus", "TaskAttempt",
+		"LookupTaskStatus", "LookupTaskStatuses", "Tasks", "TasksPage", "LiveTasks", "TaskDependsOn",
 		"RunningTasks",
 		"EachLiveTask", "EachWorkflowTask", "EachInFlight",
-		"ActiveLeases", "Job", "JobCount", "JobHeader", "LookupJobHeader", "JobPage", "JobTool", "Jobs", "EachJob", "LiveRequests",
-		"ProxyRequestOf", "RevokedRootsOf", "RevokedRootCount", "RootRevoked",
+		"ActiveLeases", "Job", "JobCount", "JobHeader", "LookupJobHeader", "JobPage", "JobTool", "Jobs", "EachJob",
+		"LiveRequests", "ProxyRequestOf", "RevokedRootsOf", "RevokedRootCount", "RootRevoked",
 	}
 	stateNotQueries = []string{
-		"AssumePool", "Clone", "ColdInMemory", "ColdRuns", "ColdStore", "EvictAll", "EvictAllCounted", "Evict", "Evictable", "FaultIn", "HotRuns", "IsCold", "IsHot", "MissingViews",
-		"SetColdStore", "SnapshotRecords", "ThawFrom", "Warm", "Whole",
+		"AssumePool", "Clone", "ColdInMemory", "ColdRuns", "ColdStore", "EvictAll", "EvictAllCounted", "Evict",
+		"Evictable", "FaultIn", "HotRuns", "IsCold", "IsHot", "MissingViews", "SetColdStore", "SnapshotRecords",
+		"ThawFrom", "Warm", "Whole",
 	}
 )
 
@@ -73,8 +74,8 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 	put("StrandedAsks", s.StrandedAsks())
 	// The runs list, paged every way a client pages it (finished runs come
 	// from the index of cold runs' summaries, the others from memory).
-	statusSets := [][]projections.RunStatus{nil, {projections.RunCompleted}, {projections.RunRunning, projections.RunCancelled},
-		{projections.RunFailed}}
+	statusSets := [][]projections.RunStatus{nil, {projections.RunCompleted},
+		{projections.RunRunning, projections.RunCancelled}, {projections.RunFailed}}
 	for _, newest := range []bool{false, true} {
 		for si, st := range statusSets {
 			for _, limit := range []int{1, 3} {
@@ -123,7 +124,10 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 		q("LiveTasks", s.LiveTasks(run))
 		var liveTasks, workflowTasks []projections.Task
 		s.EachLiveTask(run, func(t projections.Task) bool { liveTasks = append(liveTasks, t); return true })
-		s.EachWorkflowTask(run, func(t projections.Task) bool { workflowTasks = append(workflowTasks, t); return true })
+		s.EachWorkflowTask(run, func(t projections.Task) bool {
+			workflowTasks = append(workflowTasks, t)
+			return true
+		})
 		q("EachLiveTask", liveTasks)
 		q("EachWorkflowTask", workflowTasks)
 		tasks := s.Tasks(run)
@@ -211,10 +215,11 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 		asks := s.Asks(run)
 		q("Asks", asks)
 		for _, pending := range []bool{false, true} {
-			recordPages(t, q, fmt.Sprintf("AsksPage/%v", pending), func(f projections.PageFilter) (string, any, error) {
-				p, err := s.AsksPage(run, pending, f)
-				return p.NextCursor, p, err
-			})
+			recordPages(t, q, fmt.Sprintf("AsksPage/%v", pending),
+				func(f projections.PageFilter) (string, any, error) {
+					p, err := s.AsksPage(run, pending, f)
+					return p.NextCursor, p, err
+				})
 		}
 		for _, a := range asks {
 			aa, ok := s.Ask(run, a.QuestionID)
@@ -307,7 +312,8 @@ func RequireSame(t testing.TB, want, got map[string]any, what string) {
 }
 
 // recordPages reads every page of size 2 of a paged query.
-func recordPages(t testing.TB, q func(string, ...any), name string, read func(projections.PageFilter) (next string, page any, err error)) {
+func recordPages(t testing.TB, q func(string, ...any), name string,
+	read func(projections.PageFilter) (next string, page any, err error)) {
 	f := projections.PageFilter{Limit: 2}
 	for p := 0; ; p++ {
 		next, page, err := read(f)
