@@ -36,11 +36,14 @@ func Drift(t testing.TB, dir string) {
 		require.NoError(t, err)
 	}
 	must(w.Do(Admin, &commands.Configure{Config: cfg}))
-	must(w.Do(Admin, &commands.RunCreate{RunID: DriftRun, Team: "crew", Goal: "old policy", Cwd: "/srv/old", BudgetTotal: new(int64(50000))}))
+	must(w.Do(Admin, &commands.RunCreate{RunID: DriftRun, Team: "crew", Goal: "old policy", Cwd: "/srv/old",
+		BudgetTotal: new(int64(50000))}))
 	must(w.Do(Orchestrator, &commands.RunTransition{RunID: DriftRun, To: "running"}))
-	must(w.Do(Orchestrator, &commands.TaskCreate{RunID: DriftRun, TaskID: "01_lead", Role: "executor", Agent: "executor", Title: "lead", Cwd: "/srv/old", StepID: "lead"}))
+	must(w.Do(Orchestrator, &commands.TaskCreate{RunID: DriftRun, TaskID: "01_lead", Role: "executor",
+		Agent: "executor", Title: "lead", Cwd: "/srv/old", StepID: "lead"}))
 	must(w.Do(Orchestrator, &commands.TaskTransition{RunID: DriftRun, TaskID: "01_lead", To: "running"}))
-	must(w.Do(Worker("01_lead"), &commands.DelegateRequest{RunID: DriftRun, TaskID: "01_lead", Prompt: "first look", Role: Ptr("explorer"), BudgetTokens: Ptr[int64](1000)}))
+	must(w.Do(Worker("01_lead"), &commands.DelegateRequest{RunID: DriftRun, TaskID: "01_lead", Prompt: "first look",
+		Role: Ptr("explorer"), BudgetTokens: Ptr[int64](1000)}))
 
 	// The drifted decision: admitted although 1/1 slots are held.
 	DriftAt = w.next
@@ -48,7 +51,8 @@ func Drift(t testing.TB, dir string) {
 	lead := Worker("01_lead")
 	pol := &events.Policy{NestingEnabled: true, Trusted: true, ParentStatus: "running", ParentRole: "executor",
 		Role: "explorer", Depth: 1, ChildDepth: 2, MaxDepth: cfg.MaxDepth, Held: 1, Capacity: 1, Metered: true,
-		Granted: 50000, Spent: 1000, Requested: 2000, UnmeteredDelegates: events.UnmeteredAllow, CatalogSize: -1, TimeoutSec: 900}
+		Granted: 50000, Spent: 1000, Requested: 2000, UnmeteredDelegates: events.UnmeteredAllow, CatalogSize: -1,
+		TimeoutSec: 900}
 	w.Now += w.Step
 	at := w.Now
 	require.NoError(t, w.Raw(
@@ -62,5 +66,6 @@ func Drift(t testing.TB, dir string) {
 			Payload: &events.BudgetReserved{TaskID: "01_lead", SubID: sub, Tokens: 2000, GrantedTokens: 50000}},
 	))
 	require.NoError(t, w.Flush())
-	must(w.Do(Orchestrator, &commands.DelegateSettle{RunID: DriftRun, SubID: "gc-00000001", Outcome: commands.OutcomeOK, Text: "done", UsageTokens: Ptr[int64](1500)}))
+	must(w.Do(Orchestrator, &commands.DelegateSettle{RunID: DriftRun, SubID: "gc-00000001",
+		Outcome: commands.OutcomeOK, Text: "done", UsageTokens: Ptr[int64](1500)}))
 }

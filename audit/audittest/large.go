@@ -33,11 +33,13 @@ func Large(l *eventlog.Log, n int) (uint64, error) {
 	var tasks []task
 	for r := 0; r < 100; r++ {
 		run := fmt.Sprintf("team_20261001090000_%016x", r)
-		do(Admin, &commands.RunCreate{RunID: run, Team: "crew", Goal: "bench", Cwd: "/srv/bench", BudgetTotal: new(int64(1 << 40))})
+		do(Admin, &commands.RunCreate{RunID: run, Team: "crew", Goal: "bench", Cwd: "/srv/bench",
+			BudgetTotal: new(int64(1 << 40))})
 		do(Orchestrator, &commands.RunTransition{RunID: run, To: "running"})
 		for k := 0; k < 4; k++ {
 			id := fmt.Sprintf("%02d_work", k)
-			do(Orchestrator, &commands.TaskCreate{RunID: run, TaskID: id, Role: "explorer", Agent: "explorer", Title: "work", Cwd: "/srv/bench", StepID: id})
+			do(Orchestrator, &commands.TaskCreate{RunID: run, TaskID: id, Role: "explorer", Agent: "explorer",
+				Title: "work", Cwd: "/srv/bench", StepID: id})
 			do(Orchestrator, &commands.TaskTransition{RunID: run, TaskID: id, To: "running"})
 			tasks = append(tasks, task{run, id})
 		}

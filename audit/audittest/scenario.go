@@ -101,10 +101,13 @@ func Scenario(t testing.TB, dir string) uint64 {
 	f64 := Ptr[float64]
 
 	// Run 1: a metered run of 100,000 tokens.
-	do(Admin, &commands.RunCreate{RunID: RunBudget, Team: "crew", Goal: "ship the parser", Cwd: "/srv/app", BudgetTotal: new(int64(100000))})
+	do(Admin, &commands.RunCreate{RunID: RunBudget, Team: "crew", Goal: "ship the parser", Cwd: "/srv/app",
+		BudgetTotal: new(int64(100000))})
 	do(Orchestrator, &commands.RunTransition{RunID: RunBudget, To: "running"})
-	do(Orchestrator, &commands.TaskCreate{RunID: RunBudget, TaskID: "01_build", Role: "executor", Agent: "executor", Title: "build the parser", Cwd: "/srv/app", StepID: "build"})
-	do(Orchestrator, &commands.TaskCreate{RunID: RunBudget, TaskID: "02_explore", Role: "explorer", Agent: "explorer", Title: "read the docs", Cwd: "/srv/app/docs", StepID: "explore"})
+	do(Orchestrator, &commands.TaskCreate{RunID: RunBudget, TaskID: "01_build", Role: "executor", Agent: "executor",
+		Title: "build the parser", Cwd: "/srv/app", StepID: "build"})
+	do(Orchestrator, &commands.TaskCreate{RunID: RunBudget, TaskID: "02_explore", Role: "explorer", Agent: "explorer",
+		Title: "read the docs", Cwd: "/srv/app/docs", StepID: "explore"})
 	do(Orchestrator, &commands.TaskTransition{RunID: RunBudget, TaskID: "01_build", To: "running"})
 	do(Orchestrator, &commands.TaskTransition{RunID: RunBudget, TaskID: "02_explore", To: "running"})
 	admitted(do(Worker("01_build"), &commands.DelegateRequest{RunID: RunBudget, TaskID: "01_build",
@@ -118,7 +121,8 @@ func Scenario(t testing.TB, dir string) uint64 {
 	do(Orchestrator, &commands.DelegateSettle{RunID: RunBudget, SubID: "gc-00000001", Outcome: commands.OutcomeOK,
 		Text: "the parser has three entry points", UsageTokens: i64(25000)})
 	rejected(do(Worker("01_build"), &commands.DelegateRequest{RunID: RunBudget, TaskID: "01_build",
-		Prompt: "rewrite the lexer", Role: str("explorer"), BudgetTokens: i64(90000)}), events.ReasonBudgetInsufficient)
+		Prompt: "rewrite the lexer", Role: str("explorer"), BudgetTokens: i64(90000)}),
+		events.ReasonBudgetInsufficient)
 	rejected(do(Worker("01_build"), &commands.DelegateRequest{RunID: RunBudget, TaskID: "01_build",
 		Prompt: "review the diff", Role: str("reviewer")}), events.ReasonRoleDenied)
 	next := cfg
@@ -141,14 +145,17 @@ func Scenario(t testing.TB, dir string) uint64 {
 
 	// Run 2: unlimited budget, so its delegation is unmetered; cancelling
 	// the run asks the delegation to cancel.
-	do(Admin, &commands.RunCreate{RunID: RunUnlimited, Team: "crew", Goal: "triage issues", Cwd: "/srv/triage", BudgetUnlimited: true})
+	do(Admin, &commands.RunCreate{RunID: RunUnlimited, Team: "crew", Goal: "triage issues", Cwd: "/srv/triage",
+		BudgetUnlimited: true})
 	do(Orchestrator, &commands.RunTransition{RunID: RunUnlimited, To: "running"})
-	do(Orchestrator, &commands.TaskCreate{RunID: RunUnlimited, TaskID: "01_triage", Role: "analyst", Agent: "analyst", Title: "triage", Cwd: "/srv/triage", StepID: "triage"})
+	do(Orchestrator, &commands.TaskCreate{RunID: RunUnlimited, TaskID: "01_triage", Role: "analyst", Agent: "analyst",
+		Title: "triage", Cwd: "/srv/triage", StepID: "triage"})
 	do(Orchestrator, &commands.TaskTransition{RunID: RunUnlimited, TaskID: "01_triage", To: "running"})
 	admitted(do(Worker("01_triage"), &commands.DelegateRequest{RunID: RunUnlimited, TaskID: "01_triage",
 		Prompt: "label the open issues", Role: str("explorer")}))
 	do(Orchestrator, &commands.RunTransition{RunID: RunUnlimited, To: "cancelled", Reason: "operator stop"})
-	do(Orchestrator, &commands.DelegateSettle{RunID: RunUnlimited, SubID: "gc-00000011", Outcome: commands.OutcomeCancelled, Text: "stopped"})
+	do(Orchestrator, &commands.DelegateSettle{RunID: RunUnlimited, SubID: "gc-00000011",
+		Outcome: commands.OutcomeCancelled, Text: "stopped"})
 	do(Orchestrator, &commands.RunTransition{RunID: RunBudget, To: "completed", Summary: "parser shipped"})
 	require.NoError(t, eng.Close())
 
