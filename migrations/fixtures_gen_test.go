@@ -60,8 +60,8 @@ func TestGenerateFixtures(t *testing.T) {
 		if typ == events.TypeTaskCreated {
 			sv = 1
 		}
-		return eventlog.Event{Stream: stream, Type: typ, SchemaVersion: sv, Time: at.Add(time.Duration(n) * time.Second).UnixNano(),
-			ActorRole: events.RoleOrchestrator, Payload: b}
+		return eventlog.Event{Stream: stream, Type: typ, SchemaVersion: sv,
+			Time: at.Add(time.Duration(n) * time.Second).UnixNano(), ActorRole: events.RoleOrchestrator, Payload: b}
 	}
 	write := func(id string, evs ...eventlog.Event) {
 		_, err := l.Append(eventlog.Write{CommandID: id, Events: evs})
@@ -69,22 +69,25 @@ func TestGenerateFixtures(t *testing.T) {
 	}
 	write("cfg", ev(events.EngineStream, &events.EngineConfigured{NestingEnabled: true, MaxDepth: 4, MaxSlots: 2,
 		UnmeteredDelegates: events.UnmeteredAllow, SettleGraceSec: 30}))
-	write("run", ev(run, &events.RunCreated{Team: "core", Workflow: "build", Goal: "ship the parser", Cwd: "/srv/app", BudgetTotal: new(int64(100000))}),
+	write("run", ev(run, &events.RunCreated{Team: "core", Workflow: "build", Goal: "ship the parser", Cwd: "/srv/app",
+		BudgetTotal: new(int64(100000))}),
 		ev(run, &events.RunRunning{}))
-	write("t1", ev(run, taskCreatedV1{TaskID: "01_build", Role: "executor", Agent: "executor", Title: "build the parser",
-		Cwd: "/srv/app", DependsOn: []string{}, StepID: "build"}))
+	write("t1", ev(run, taskCreatedV1{TaskID: "01_build", Role: "executor", Agent: "executor",
+		Title: "build the parser", Cwd: "/srv/app", DependsOn: []string{}, StepID: "build"}))
 	write("t2", ev(run, taskCreatedV1{TaskID: "02_review", Role: "reviewer", Agent: "reviewer", Title: "review",
 		Cwd: "/srv/app", DependsOn: []string{"01_build"}, StepID: "review"}))
-	write("s1", ev(run, &events.TaskStarted{TaskID: "01_build", Role: "executor", Agent: "executor", Cwd: "/srv/app"}))
+	write("s1", ev(run, &events.TaskStarted{TaskID: "01_build", Role: "executor", Agent: "executor",
+		Cwd: "/srv/app"}))
 	write("d1", ev(run, &events.DelegateRequested{TaskID: "01_build", SubID: "gc-00000001", Role: "explorer"}),
 		ev(run, &events.DelegateAdmitted{TaskID: "01_build", SubID: "gc-00000001", ChildDepth: 2, Role: "explorer",
 			ReservedTokens: 20000, TimeoutSec: 900, Deadline: at.Add(906 * time.Second).UnixMilli(), Cwd: "/srv/app",
 			Title: "delegate: read the docs", Prompt: "read the docs", ParentRole: "executor"}),
-		ev(run, &events.BudgetReserved{TaskID: "01_build", SubID: "gc-00000001", Tokens: 20000, GrantedTokens: 100000}))
+		ev(run, &events.BudgetReserved{TaskID: "01_build", SubID: "gc-00000001", Tokens: 20000,
+			GrantedTokens: 100000}))
 	write("sp1", ev(run, &events.DelegateSpawned{TaskID: "01_build", SubID: "gc-00000001", PID: 4242}))
-	write("st1", ev(run, &events.MailboxAppended{ID: "msg_1", To: "01_build", From: "delegate:gc-00000001", Kind: events.KindResponse,
-		Priority: events.PriorityNormal, DeliveryMode: events.DeliveryNextTurn, Body: "docs read",
-		Data: &events.MessageData{SubID: "gc-00000001", OK: true}}),
+	write("st1", ev(run, &events.MailboxAppended{ID: "msg_1", To: "01_build", From: "delegate:gc-00000001",
+		Kind: events.KindResponse, Priority: events.PriorityNormal, DeliveryMode: events.DeliveryNextTurn,
+		Body: "docs read", Data: &events.MessageData{SubID: "gc-00000001", OK: true}}),
 		ev(run, &events.DelegateCompleted{TaskID: "01_build", SubID: "gc-00000001", OK: true, MessageID: "msg_1"}))
 	write("c1", ev(run, &events.TaskCompleted{TaskID: "01_build"}))
 	require.NoError(t, l.RewindFormatForFixtures(eventlog.FormatInitial))

@@ -159,6 +159,7 @@ func TestFormat2OutcomesMoveToTheirPrincipals(t *testing.T) {
 		return events.EventPrincipal(ev.ActorRole, ev.Stream, ev.ActorTask, ev.CorrelationID).AppendKey(dst)
 	}})
 	require.NoError(t, err)
-	require.Equal(t, before.Commands+2, rep.Commands, "every outcome moved, plus the records of this step and the next")
+	require.Equal(t, before.Commands+2, rep.Commands,
+		"every outcome moved, plus the records of this step and the next")
 	require.Equal(t, len(want), before.Commands)
 }
