@@ -22,9 +22,9 @@ import (
 // once and the runs' workers do not own, are opened through an os.Root of the crew root: a link there (a layout an
 // operator chose) is followed only as long as it stays within the root.
 //
-// NB: a look at one file walked the whole path (state, runs, the run, …: 6 to 10 syscalls where a stat was one), and
-// a follower's pass looks at every file of every run, some twice. So state/runs and artifacts, and the directory of
-// the run last looked at under state/runs, once opened, are held (held) until release, which the follower calls at
+// NB: a look at one file walked the whole path (state, runs, the run, …: 6 to 10 syscalls where a stat was one),
+// and a follower's pass looks at every file of every run, some twice. So state/runs and artifacts, and the directory
+// of the run last looked at under state/runs, once opened, are held (held) until release, which the follower calls at
 // the end of each pass: a run's files are opened relative to its directory as it was when the pass first opened it.
 // A link put in place of it later in the pass is not followed either (the path is not looked up again); the next
 // pass opens the directory again and meets the link. The directories below a run's are opened again at each look.

@@ -20,18 +20,20 @@ func TestOneDeliveryStateDoesNotTakeTheOthers(t *testing.T) {
 	root := t.TempDir()
 	run := timesRunCreated
 	msg := func(id string) string {
-		return `{"id":"` + id + `","from":"orchestrator","body":"hi","status":"queued","createdAt":1790928000000}` + "\n"
+		return `{"id":"` + id + `","from":"orchestrator","body":"hi","status":"queued","createdAt":1790928000000}` +
+			"\n"
 	}
 	writeFiles(t, root, map[string]string{
-		"state/runs/" + run + "/manifest.json":                     manifestOf(run, "completed"),
-		"state/runs/" + run + "/tasks.json":                        `[{"id":"01_plan","stepId":"plan","role":"planner","status":"completed"}]`,
+		"state/runs/" + run + "/manifest.json": manifestOf(run, "completed"),
+		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan",` +
+			`"role":"planner","status":"completed"}]`,
 		"state/runs/" + run + "/mailbox/tasks/01_plan/inbox.jsonl": msg("m1") + msg("m2") + msg("m3"),
-		"state/runs/" + run + "/mailbox/delivery.json": `{"messages":{"m1":"acknowledged","m2":{"status":"acknowledged"},` +
-			`"m3":"delivered"},"updatedAt":"2026-10-02T08:00:00.000Z"}`,
+		"state/runs/" + run + "/mailbox/delivery.json": `{"messages":{"m1":"acknowledged",` +
+			`"m2":{"status":"acknowledged"},"m3":"delivered"},"updatedAt":"2026-10-02T08:00:00.000Z"}`,
 	})
 	one, followed, reports := importedTwice(t, root, valuesClock)
-	require.Equal(t, []string{"state/runs/" + run + "/mailbox/delivery.json: message m2: its delivery state is not a " +
-		"string: left out, its state taken from its mailbox line"}, reports)
+	require.Equal(t, []string{"state/runs/" + run + "/mailbox/delivery.json: message m2: its delivery state " +
+		"is not a string: left out, its state taken from its mailbox line"}, reports)
 	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
 		s := stateOf(t, l)
 		for id, want := range map[string]projections.MessageStatus{"m1": projections.MessageAcknowledged,
@@ -57,12 +59,13 @@ func TestReportsOfOneFileAreBounded(t *testing.T) {
 		fmt.Fprintf(&states, `"m%d":{"status":"acknowledged"}`, i)
 	}
 	writeFiles(t, root, map[string]string{
-		"state/runs/" + run + "/manifest.json":         manifestOf(run, "completed"),
-		"state/runs/" + run + "/tasks.json":            `[{"id":"01_plan","stepId":"plan","role":"planner","status":"completed"}]`,
-		"state/runs/" + run + "/mailbox/delivery.json": `{"messages":{` + states.String() + `},"updatedAt":"2026-10-02T08:00:00.000Z"}`,
+		"state/runs/" + run + "/manifest.json": manifestOf(run, "completed"),
+		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner",` +
+			`"status":"completed"}]`, "state/runs/" + run + "/mailbox/delivery.json": `{"messages":{` +
+			states.String() + `},"updatedAt":"2026-10-02T08:00:00.000Z"}`,
 	})
 	_, _, reports := importedTwice(t, root, valuesClock)
 	require.Len(t, reports, maxReportsPerFile+1)
-	require.Contains(t, reports, fmt.Sprintf("state/runs/%s/mailbox/delivery.json: more than %d of this file's items "+
-		"were skipped: the others are not reported", run, maxReportsPerFile))
+	require.Contains(t, reports, fmt.Sprintf("state/runs/%s/mailbox/delivery.json: more than %d of this "+
+		"file's items were skipped: the others are not reported", run, maxReportsPerFile))
 }

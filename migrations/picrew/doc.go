@@ -212,7 +212,8 @@
 // second, every 250 ms without notifications) makes it look at the runs.
 //
 //	pi-crew files ──notify/poll──▶ pass: per run, read what changed
-//	  manifest.json, tasks.json, delivery.json  (whole files ≤ 16 MiB: read once when their inode, size or mtime moves)
+//	  manifest.json, tasks.json, delivery.json
+//	    (whole files ≤ 16 MiB: read once when their inode, size or mtime moves)
 //	  events.jsonl (+ archives), mailbox, steering (JSONL: read from the offset after the last complete line)
 //	        │ planner (the one-shot import's mapping, kept per run)
 //	        ▼

@@ -47,7 +47,8 @@ func TestAnotherRunsEventLineIsNotThisRuns(t *testing.T) {
 
 			ids, reported := read(t, root.Dir)
 			seqs := withPrefix(ids, "import:"+runB+":seq:")
-			require.ElementsMatch(t, []string{"import:" + runB + ":seq:1", fmt.Sprintf("import:%s:seq:%d", runB, 2+copied)},
+			require.ElementsMatch(t, []string{"import:" + runB + ":seq:1",
+				fmt.Sprintf("import:%s:seq:%d", runB, 2+copied)},
 				seqs, "this run's line and the one naming no run, not another run's")
 			var named, bound int
 			for _, s := range reported {

@@ -98,20 +98,22 @@ func TestFollowerSkipsFilesThatAreNotRegular(t *testing.T) {
 			require.NoError(t, syscall.Mkfifo(p, 0o644))
 			return p
 		}},
-		{"link to a named pipe", "a symbolic link, not a regular file: not read", func(t *testing.T, p, _ string) string {
-			fifo := filepath.Join(t.TempDir(), "fifo")
-			require.NoError(t, syscall.Mkfifo(fifo, 0o644))
-			require.NoError(t, os.Symlink(fifo, p))
-			return fifo
-		}},
+		{"link to a named pipe", "a symbolic link, not a regular file: not read",
+			func(t *testing.T, p, _ string) string {
+				fifo := filepath.Join(t.TempDir(), "fifo")
+				require.NoError(t, syscall.Mkfifo(fifo, 0o644))
+				require.NoError(t, os.Symlink(fifo, p))
+				return fifo
+			}},
 		{"link to a device", "a symbolic link, not a regular file: not read", func(t *testing.T, p, _ string) string {
 			require.NoError(t, os.Symlink(os.DevNull, p))
 			return ""
 		}},
-		{"link to run B's file", "a symbolic link, not a regular file: not read", func(t *testing.T, p, other string) string {
-			require.NoError(t, os.Symlink(other, p))
-			return ""
-		}},
+		{"link to run B's file", "a symbolic link, not a regular file: not read",
+			func(t *testing.T, p, other string) string {
+				require.NoError(t, os.Symlink(other, p))
+				return ""
+			}},
 	} {
 		for i, rel := range runFiles(runA) {
 			t.Run(kind.name+" at "+filepath.Base(rel), func(t *testing.T) {
@@ -166,7 +168,8 @@ func TestWholeFileReadsAreBounded(t *testing.T) {
 			require.Less(t, byFollow, uint64(maxWholeFile), "the follower allocated %d bytes", byFollow)
 			require.Equal(t, absent, ids, "the import reads the files as if %s were not there", rel)
 			requireCopy(t, root, sink, copyOf{live: true})
-			reason := fmt.Sprintf("larger than the limit of %d bytes of a file pi-crew rewrites whole: not read", maxWholeFile)
+			reason := fmt.Sprintf("larger than the limit of %d bytes of a file pi-crew rewrites whole: not read",
+				maxWholeFile)
 			for way, skipped := range map[string][]Skipped{"import": skipped, "follow": reported} {
 				require.True(t, slices.ContainsFunc(reasonsFor(skipped, rel), func(r string) bool {
 					return strings.HasSuffix(r, ": "+reason)
@@ -206,7 +209,8 @@ func TestReadFileLimit(t *testing.T) {
 				var tooLarge *tooLargeError
 				require.ErrorAs(t, err, &tooLarge)
 				require.ErrorContains(t, err, tc.err)
-				require.Equal(t, int64(11), tooLarge.size, "what was seen of it: its size, or the limit and one byte read")
+				require.Equal(t, int64(11), tooLarge.size,
+					"what was seen of it: its size, or the limit and one byte read")
 				return
 			}
 			require.NoError(t, err)

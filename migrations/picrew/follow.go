@@ -222,7 +222,8 @@ func (f *Follower) Run(ctx context.Context) error {
 	// NB: listed as every pass lists it (crewRoot), not looked at with os.Stat, which follows a link out of the root
 	// that every pass would then refuse to list, reporting the runs unreadable for good.
 	if _, err := readDir(f.src.files(), runsDir); err != nil {
-		return fmt.Errorf("picrew: %s is not a pi-crew crew root (no state/runs directory): %w", f.root, pathless(err))
+		return fmt.Errorf("picrew: %s is not a pi-crew crew root (no state/runs directory): %w", f.root,
+			pathless(err))
 	}
 	for f.cks == nil {
 		cks, err := f.sink.Checkpoints(ctx)
@@ -232,7 +233,8 @@ func (f *Follower) Run(ctx context.Context) error {
 				if err := c.Validate(); err != nil {
 					// NB: a daemon neither records nor answers one (events.DecodePayload); from another, the file
 					// is read again from the start rather than from a position that cannot be.
-					f.src.skip("", clip(c.Path), 0, 0, "checkpoint refused (%v): read again from the start (the command ids keep it from doubling)", err)
+					f.src.skip("", clip(c.Path), 0, 0, "checkpoint refused (%v): read again from the start (the "+
+						"command ids keep it from doubling)", err)
 					continue
 				}
 				f.remember(c) // a gone one is read as none: not kept
@@ -348,7 +350,8 @@ func (f *Follower) pass(ctx context.Context, runsDir string, all bool, w *watche
 	}
 	settled := true
 	for _, r := range f.runs {
-		if len(r.pending) > 0 || r.unread || r.anyDirty() || r.holding() || (r.p != nil && terminalRun(r.p.r.manifest.Status) && r.reconciled != r.p.r.manifest.Status) {
+		if len(r.pending) > 0 || r.unread || r.anyDirty() || r.holding() ||
+			(r.p != nil && terminalRun(r.p.r.manifest.Status) && r.reconciled != r.p.r.manifest.Status) {
 			settled = false
 		}
 	}
@@ -402,7 +405,8 @@ func (f *Follower) scanRuns(runsDir string, w *watcher) {
 // gone once every pending write is answered.
 func (f *Follower) gone(r *runFollower, w *watcher) {
 	w.removeRun(r.id)
-	f.src.skip(r.id, f.src.rel(r.dir), 0, 0, "run directory removed (pi-crew's retention?): what was imported stays; no longer followed")
+	f.src.skip(r.id, f.src.rel(r.dir), 0, 0,
+		"run directory removed (pi-crew's retention?): what was imported stays; no longer followed")
 	r.gone = true
 	// Files not followed now (a dormant run's, or removed before they were
 	// listed) are known by their checkpoints.
@@ -431,8 +435,8 @@ func (f *Follower) gone(r *runFollower, w *watcher) {
 // ckID is the command id of a checkpoint: the file, its identity and the
 // position, so the same checkpoint written twice is recorded once.
 func ckID(c events.ImportCheckpoint) string {
-	h := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%d\x00%d\x00%s\x00%d\x00%t\x00%t", c.Path, c.Inode, c.Size, c.Offset,
-		c.LastLineHash, c.Lines, c.Gone, c.Reconciled))
+	h := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%d\x00%d\x00%s\x00%d\x00%t\x00%t", c.Path, c.Inode,
+		c.Size, c.Offset, c.LastLineHash, c.Lines, c.Gone, c.Reconciled))
 	return "import:picrew:checkpoint:" + hex.EncodeToString(h[:16])
 }
 
@@ -553,7 +557,8 @@ func (f *Follower) batchLen(ws []Write, sizes []int) (n int, big error) {
 			sizes[n] = sz
 		}
 		if sizes[n] > f.o.MaxBatchBytes && n == 0 {
-			return 0, fmt.Errorf("%d bytes encoded, larger than the daemon takes in one request (%d)", sizes[n], f.o.MaxBatchBytes)
+			return 0, fmt.Errorf("%d bytes encoded, larger than the daemon takes in one request (%d)", sizes[n],
+				f.o.MaxBatchBytes)
 		}
 		if total+sizes[n] > f.o.MaxBatchBytes {
 			break
@@ -598,7 +603,8 @@ func (f *Follower) flush(ctx context.Context) {
 			res, err := f.sink.Import(ctx, ws)
 			if err != nil || len(res) != n {
 				f.count(func(st *FollowStats) { st.SendErrors++ })
-				f.o.Logger.Warn("picrew follow: the daemon did not answer; the writes are sent again", "run", r.id, "err", err)
+				f.o.Logger.Warn("picrew follow: the daemon did not answer; the writes are sent again", "run",
+					r.id, "err", err)
 				return
 			}
 			for i, rs := range res {
@@ -612,10 +618,12 @@ func (f *Follower) flush(ctx context.Context) {
 				switch {
 				case rs.Code == "":
 				case strings.Contains(rs.Message, reusedIDText):
-					f.src.skip(r.id, f.src.rel(r.dir), 0, 0, "%s: imported earlier from another reading of the files; the first import stands", ws[i].ID)
+					f.src.skip(r.id, f.src.rel(r.dir), 0, 0,
+						"%s: imported earlier from another reading of the files; the first import stands", ws[i].ID)
 				default:
 					f.count(func(st *FollowStats) { st.Refused++ })
-					f.src.skip(r.id, f.src.rel(r.dir), 0, 0, "%s refused by the daemon (%s): %s", ws[i].ID, rs.Code, rs.Message)
+					f.src.skip(r.id, f.src.rel(r.dir), 0, 0, "%s refused by the daemon (%s): %s", ws[i].ID,
+						rs.Code, rs.Message)
 				}
 			}
 			r.pending = r.pending[n:]

@@ -37,8 +37,10 @@ func TestFollowForgetsRemovedRuns(t *testing.T) {
 	}
 	shortCks, shortDirs := held(1)
 	longCks, longDirs := held(6)
-	require.Equal(t, shortCks, longCks, "checkpoints kept after 6 runs removed: %d, against %d after one", longCks, shortCks)
-	require.Equal(t, shortDirs, longDirs, "directories watched after 6 runs removed: %d, against %d after one", longDirs, shortDirs)
+	require.Equal(t, shortCks, longCks, "checkpoints kept after 6 runs removed: %d, against %d after one",
+		longCks, shortCks)
+	require.Equal(t, shortDirs, longDirs, "directories watched after 6 runs removed: %d, against %d after one",
+		longDirs, shortDirs)
 }
 
 // TestFollowTakesBackAFileThatCameBack: a file of a run a pass found removed (renamed away by a worker, say) and

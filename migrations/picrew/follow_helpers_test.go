@@ -130,7 +130,8 @@ type following struct {
 // fastFollow are options that make a test's follower quick: short polls,
 // settle and checkpoint intervals.
 func fastFollow() *FollowOptions {
-	return &FollowOptions{Poll: 20 * time.Millisecond, SettleAfter: 200 * time.Millisecond, CheckpointEvery: time.Millisecond}
+	return &FollowOptions{Poll: 20 * time.Millisecond, SettleAfter: 200 * time.Millisecond,
+		CheckpointEvery: time.Millisecond}
 }
 
 func startFollow(t *testing.T, root string, sink Sink, o *FollowOptions) *following {
@@ -187,8 +188,8 @@ func (fl *following) awaitPassThat(t *testing.T, why func() string, ok func(Foll
 			fl.stop(t)
 			var state []string
 			for _, r := range fl.f.runs {
-				state = append(state, fmt.Sprintf("run %s: pending %d, dirty %v, reconciled %q, status %q", r.id, len(r.pending),
-					r.anyDirty(), r.reconciled, r.p.r.manifest.Status))
+				state = append(state, fmt.Sprintf("run %s: pending %d, dirty %v, reconciled %q, status %q", r.id,
+					len(r.pending), r.anyDirty(), r.reconciled, r.p.r.manifest.Status))
 			}
 			require.FailNow(t, why(), "%+v\n%s\n%v", fl.f.Stats(), state, fl.seen)
 		}
@@ -227,7 +228,9 @@ func (fl *following) awaitCopy(t *testing.T, root string, sink *memSink) {
 func (fl *following) awaitPass(t *testing.T) {
 	t.Helper()
 	after := fl.f.Stats().Passes + 1
-	fl.awaitPassThat(t, func() string { return "no pass ended" }, func(st FollowStats) bool { return st.Passes > after })
+	fl.awaitPassThat(t, func() string { return "no pass ended" }, func(st FollowStats) bool {
+		return st.Passes > after
+	})
 }
 
 // awaitCheckpoints waits until the follower has written more than n checkpoints and the pass that wrote them has

@@ -48,8 +48,8 @@ func TestFollowerDoesNotHoldMessageBodies(t *testing.T) {
 	// test still reading) and sees a slow or loaded machine's noise.
 	var withIt, without runtime.MemStats
 	stats := func() FollowStats {
-		fl := NewFollower(root.Dir, nullSink{}, &FollowOptions{SettleAfter: time.Hour, CheckpointEvery: time.Nanosecond,
-			MaxBatchBytes: 4 << 20})
+		fl := NewFollower(root.Dir, nullSink{}, &FollowOptions{SettleAfter: time.Hour,
+			CheckpointEvery: time.Nanosecond, MaxBatchBytes: 4 << 20})
 		fl.cks = map[string]events.ImportCheckpoint{} // what Run loads first: no checkpoint yet
 		// a pass reads at most maxTailRead bytes of a file
 		for range 10 {

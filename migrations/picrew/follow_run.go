@@ -77,8 +77,8 @@ type wholeFile struct {
 }
 
 func (w *wholeFile) checkpoint() events.ImportCheckpoint {
-	return events.ImportCheckpoint{Source: events.ForeignSourcePicrew, Path: w.rel, Inode: w.st.inode, Size: w.st.size,
-		Offset: w.st.size, LastLineHash: w.hash, Reconciled: w.reconciled}
+	return events.ImportCheckpoint{Source: events.ForeignSourcePicrew, Path: w.rel, Inode: w.st.inode,
+		Size: w.st.size, Offset: w.st.size, LastLineHash: w.hash, Reconciled: w.reconciled}
 }
 
 // readWhole reads a whole file if it changed since w (nil: never read) and
@@ -143,8 +143,8 @@ type runFollower struct {
 }
 
 func newRunFollower(id, dir string) *runFollower {
-	return &runFollower{id: id, dir: dir, tails: map[string]*tailState{}, seqs: map[uint64]bool{}, steers: map[string]bool{},
-		whole: map[string]*wholeFile{}}
+	return &runFollower{id: id, dir: dir, tails: map[string]*tailState{}, seqs: map[uint64]bool{},
+		steers: map[string]bool{}, whole: map[string]*wholeFile{}}
 }
 
 // holding reports whether a steering line of the run waits for its mailbox message.
@@ -432,8 +432,8 @@ func (f *Follower) maybeSleep(r *runFollower) {
 	if !terminalRun(st) || r.reconciled != st || !f.settledAtStart(r) {
 		return
 	}
-	*r = runFollower{id: r.id, dir: r.dir, tails: map[string]*tailState{}, seqs: map[uint64]bool{}, steers: map[string]bool{},
-		whole: map[string]*wholeFile{}, dormant: true, seen: r.seen}
+	*r = runFollower{id: r.id, dir: r.dir, tails: map[string]*tailState{}, seqs: map[uint64]bool{},
+		steers: map[string]bool{}, whole: map[string]*wholeFile{}, dormant: true, seen: r.seen}
 }
 
 // settledAtStart reports whether a run needs no reading at start: its
@@ -783,7 +783,8 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 		t.reset(inode)
 		replaced = true
 	} else if !replay && size != t.offset && t.rewritten(f.src.files(), path) {
-		s.skip(r.id, t.rel, 0, 0, "rewritten in place (the last line read is no longer where it was): read again from the start")
+		s.skip(r.id, t.rel, 0, 0,
+			"rewritten in place (the last line read is no longer where it was): read again from the start")
 		t.reset(inode)
 		replaced = true
 	}
@@ -840,7 +841,9 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 		f.count(func(st *FollowStats) { st.Lines += uint64(n) })
 	}
 	if partial >= 0 && !replay && t.partial.observe(partial, size, f.o.now(), f.o.SettleAfter) {
-		s.skip(r.id, t.rel, int(t.lines+1), 0, "partial last line (no newline yet) at byte %d, unchanged for %s: read when it is complete", partial, f.o.SettleAfter)
+		s.skip(r.id, t.rel, int(t.lines+1), 0,
+			"partial last line (no newline yet) at byte %d, unchanged for %s: read when it is complete", partial,
+			f.o.SettleAfter)
 	}
 	return through || replaced
 }
@@ -913,7 +916,8 @@ func (f *Follower) planLine(r *runFollower, t *tailState, l line, read int64, re
 			return true // the same event in an archive and the live file, or a file read again
 		}
 		if seq > r.maxSeq+1 && t.rel == s.rel(filepath.Join(r.dir, "events.jsonl")) && r.maxSeq > 0 {
-			s.skip(r.id, t.rel, l.n, r.maxSeq+1, "seq %d..%d missing (compacted or a failed append)", r.maxSeq+1, seq-1)
+			s.skip(r.id, t.rel, l.n, r.maxSeq+1, "seq %d..%d missing (compacted or a failed append)",
+				r.maxSeq+1, seq-1)
 		}
 		if !replay && lacksTask(p, &ev) {
 			// NB: pi-crew adds a task to tasks.json (a shadow, a workflow task) before it appends a line naming it,
@@ -974,11 +978,11 @@ func (f *Follower) planLine(r *runFollower, t *tailState, l line, read int64, re
 			// message if a file holds it (the import of the finished files pairs them the same way); a legacy line,
 			// or one whose message is gone (an archive removed), is then imported with a message of its own. NB: a
 			// wait of a time instead (SettleAfter) let a line go before a mailbox read over more passes than that
-			// reached its message, which was then left out (planLine of a mailbox line); a wait for the message itself
-			// held every later line of the file for as long as the run lived when it was gone; a wait for one pass
-			// reading every mailbox file to its end held it for as long as a worker replaced its inbox and outbox in
-			// turn, each pass leaving one to the next (waitsForArchive), or appended more to one before every pass
-			// than a pass reads of it.
+			// reached its message, which was then left out (planLine of a mailbox line); a wait for the message
+			// itself held every later line of the file for as long as the run lived when it was gone; a wait for one
+			// pass reading every mailbox file to its end held it for as long as a worker replaced its inbox and
+			// outbox in turn, each pass leaving one to the next (waitsForArchive), or appended more to one before
+			// every pass than a pass reads of it.
 			// Lines read together wait together: from the line before it let through, a file of n lines whose
 			// messages never came took n waits. While a file of the run cannot be read (src.failed), a mailbox file
 			// may hold the message: the line waits as long as that lasts.

@@ -22,7 +22,9 @@ func TestFollowerKeepsTheTasksReadBefore(t *testing.T) {
 		reason string
 	}{
 		"does not decode": {
-			write:  func(t *testing.T, p string) { require.NoError(t, os.WriteFile(p, []byte(`[{"id":"01_plan",`), 0o644)) },
+			write: func(t *testing.T, p string) {
+				require.NoError(t, os.WriteFile(p, []byte(`[{"id":"01_plan",`), 0o644))
+			},
 			reason: "tasks.json does not decode, the tasks read before stand: unexpected end of JSON input",
 		},
 		"not a regular file": {
@@ -34,8 +36,8 @@ func TestFollowerKeepsTheTasksReadBefore(t *testing.T) {
 		},
 		"larger than a whole file may be": {
 			write: func(t *testing.T, p string) { require.NoError(t, os.Truncate(p, maxWholeFile+1)) },
-			reason: fmt.Sprintf("tasks.json not read, the tasks read before stand: larger than the limit of %d bytes "+
-				"of a file pi-crew rewrites whole: not read", maxWholeFile),
+			reason: fmt.Sprintf("tasks.json not read, the tasks read before stand: larger than the limit of "+
+				"%d bytes of a file pi-crew rewrites whole: not read", maxWholeFile),
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -80,7 +80,8 @@ func copyIDs(t *testing.T, root string, sink *memSink, o copyOf) (got, want []st
 		if o.run != "" && !strings.HasPrefix(id, "import:"+o.run+":") {
 			return false
 		}
-		return !o.live || !(strings.Contains(id, ":reconcile:") || strings.Contains(id, ":usage:") || strings.Contains(id, ":shadow:"))
+		return !o.live || !(strings.Contains(id, ":reconcile:") || strings.Contains(id, ":usage:") ||
+			strings.Contains(id, ":shadow:"))
 	}
 	for _, id := range ids {
 		if keep(id) {
@@ -193,10 +194,12 @@ func TestFollowPartialLastLine(t *testing.T) {
 	runSteps(t, picrewtest.Lifecycle(a, 3)[:6])
 	fl := startFollow(t, root.Dir, sink, nil)
 	fl.settle(t)
-	line := `{"time":"2026-12-01T12:00:00.000Z","type":"task.progress","runId":"` + runA + `","taskId":"01_plan","metadata":{"seq":99}}`
+	line := `{"time":"2026-12-01T12:00:00.000Z","type":"task.progress","runId":"` + runA +
+		`","taskId":"01_plan","metadata":{"seq":99}}`
 	require.NoError(t, picrewtest.AppendRaw(a.EventsPath(), []byte(line[:40])))
 	fl.settle(t)
-	require.Eventually(t, func() bool { return len(fl.reported("events.jsonl")) > 0 }, 30*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return len(fl.reported("events.jsonl")) > 0 }, 30*time.Second,
+		10*time.Millisecond)
 	fl.settle(t)
 	require.Len(t, fl.reported("events.jsonl"), 1)
 	require.Contains(t, fl.reported("events.jsonl")[0], "partial last line")
@@ -221,7 +224,8 @@ func TestFollowLineBeingWritten(t *testing.T) {
 	o.SettleAfter = time.Hour
 	fl := startFollow(t, root.Dir, sink, o)
 	fl.settle(t)
-	line := `{"time":"2026-12-01T12:00:00.000Z","type":"task.progress","runId":"` + runA + `","taskId":"01_plan","metadata":{"seq":3}}`
+	line := `{"time":"2026-12-01T12:00:00.000Z","type":"task.progress","runId":"` + runA +
+		`","taskId":"01_plan","metadata":{"seq":3}}`
 	for _, part := range []string{line[:40], line[40:80], line[80:] + "\n"} {
 		require.NoError(t, picrewtest.AppendRaw(a.EventsPath(), []byte(part)))
 		fl.settle(t)
@@ -515,7 +519,8 @@ func TestFollowHoldsAtMostMaxPendingWrites(t *testing.T) {
 	require.NoError(t, a.SetStatus("running"))
 	var lines bytes.Buffer
 	for seq := 1; seq <= 2*maxPending+1; seq++ {
-		fmt.Fprintf(&lines, `{"time":"2026-12-01T12:00:00.000Z","type":"task.progress","runId":%q,"taskId":"01_plan","metadata":{"seq":%d}}`+"\n", runA, seq)
+		fmt.Fprintf(&lines, `{"time":"2026-12-01T12:00:00.000Z","type":"task.progress","runId":%q,`+
+			`"taskId":"01_plan","metadata":{"seq":%d}}`+"\n", runA, seq)
 	}
 	require.Less(t, lines.Len(), maxTailRead, "one pass reads them all")
 	require.NoError(t, picrewtest.AppendRaw(a.EventsPath(), lines.Bytes()))
@@ -556,7 +561,8 @@ func TestFollowSteeringLinesWaitTogether(t *testing.T) {
 	require.NoError(t, a.SetStatus("running"))
 	steering := filepath.Join(root.Dir, "artifacts", runA, "steering", "01_exec.jsonl")
 	steer := func(id string) {
-		require.NoError(t, picrewtest.AppendRaw(steering, fmt.Appendf(nil, `{"type":"steer","message":"go on","id":%q,"ts":"2026-12-01T12:00:00.000Z"}`+"\n", id)))
+		require.NoError(t, picrewtest.AppendRaw(steering, fmt.Appendf(nil,
+			`{"type":"steer","message":"go on","id":%q,"ts":"2026-12-01T12:00:00.000Z"}`+"\n", id)))
 	}
 	for _, id := range []string{"steer_lost_1", "steer_lost_2", "steer_lost_3"} {
 		steer(id)
@@ -573,11 +579,13 @@ func TestFollowSteeringLinesWaitTogether(t *testing.T) {
 	steer("steer_late")
 	pass()
 	require.Len(t, steers(sink), 3, "a line read later waits for its message")
-	msg := map[string]any{"id": "steer_late", "runId": runA, "direction": "inbox", "from": "orchestrator", "to": "01_exec",
-		"taskId": "01_exec", "body": "go on", "createdAt": "2026-12-01T12:00:00.000Z", "status": "queued", "kind": "steer"}
+	msg := map[string]any{"id": "steer_late", "runId": runA, "direction": "inbox", "from": "orchestrator",
+		"to": "01_exec", "taskId": "01_exec", "body": "go on", "createdAt": "2026-12-01T12:00:00.000Z",
+		"status": "queued", "kind": "steer"}
 	line, err := json.Marshal(msg)
 	require.NoError(t, err)
-	require.NoError(t, picrewtest.AppendRaw(filepath.Join(a.Dir, "mailbox", "tasks", "01_exec", "inbox.jsonl"), append(line, '\n')))
+	require.NoError(t, picrewtest.AppendRaw(filepath.Join(a.Dir, "mailbox", "tasks", "01_exec", "inbox.jsonl"),
+		append(line, '\n')))
 	pass()
 	require.Len(t, steers(sink), 4)
 	requireCopy(t, root.Dir, sink, copyOf{live: true})
@@ -592,7 +600,8 @@ func TestFollowSkipsALongLineToItsEnd(t *testing.T) {
 	a := runOfOneEvent(t, root, "running")
 	long := append(bytes.Repeat([]byte("x"), maxTailRead), `{"type":"task.progress","metadata":{"seq":2}}`+"\n"...)
 	require.NoError(t, picrewtest.AppendRaw(a.EventsPath(), long))
-	require.NoError(t, picrewtest.AppendRaw(a.EventsPath(), []byte(`{"type":"task.progress","metadata":{"seq":3}}`+"\n")))
+	require.NoError(t, picrewtest.AppendRaw(a.EventsPath(),
+		[]byte(`{"type":"task.progress","metadata":{"seq":3}}`+"\n")))
 
 	want, _ := importPlan(t, root.Dir)
 	require.NotContains(t, want, "import:"+runA+":seq:2")
@@ -647,7 +656,8 @@ func TestFollowSettlesOnceAHeldSteeringFileIsGone(t *testing.T) {
 	require.NoError(t, a.AddTask("01_exec", "executor"))
 	require.NoError(t, a.SetStatus("running"))
 	steering := filepath.Join(root.Dir, "artifacts", runA, "steering", "01_exec.jsonl")
-	require.NoError(t, picrewtest.AppendRaw(steering, []byte(`{"type":"steer","message":"go on","id":"steer_lost","ts":"2026-12-01T12:00:00.000Z"}`+"\n")))
+	require.NoError(t, picrewtest.AppendRaw(steering, []byte(`{"type":"steer","message":"go on","id":"steer_lost",`+
+		`"ts":"2026-12-01T12:00:00.000Z"}`+"\n")))
 
 	sink := newMemSink()
 	fl := NewFollower(root.Dir, sink, &FollowOptions{SettleAfter: time.Hour, CheckpointEvery: time.Nanosecond})

@@ -29,8 +29,8 @@ type watcher struct {
 }
 
 func (f *Follower) watch(ctx context.Context, runsDir string) *watcher {
-	wt := &watcher{f: f, runsDir: runsDir, dirs: map[string]string{}, tasks: map[string]int{}, lost: map[string]string{},
-		done: make(chan struct{})}
+	wt := &watcher{f: f, runsDir: runsDir, dirs: map[string]string{}, tasks: map[string]int{},
+		lost: map[string]string{}, done: make(chan struct{})}
 	if f.o.NoNotify {
 		close(wt.done)
 		return wt

@@ -23,7 +23,8 @@ func TestForeignDataIsUTF8(t *testing.T) {
 	run := timesRunCreated
 	writeFiles(t, root, map[string]string{
 		"state/runs/" + run + "/manifest.json": manifestOf(run, "completed"),
-		"state/runs/" + run + "/events.jsonl": `{"time":1790928000000,"type":"task.progress","message":"m` + "\xff" + `",` +
+		"state/runs/" + run + "/events.jsonl": `{"time":1790928000000,"type":"task.progress","message":"m` +
+			"\xff" + `",` +
 			`"data":{"note":"x` + "\xff\xfe" + `y","lone":"\ud800"},"metadata":{"seq":1}}` + "\n",
 	})
 	l := openFuzzStore(t)

@@ -119,26 +119,28 @@ var fuzzSeeds = map[string][]string{
 	},
 	"state/runs/" + fuzzRunDone + "/tasks.json": {
 		`{"schemaVersion":1,"tasks":[{"id":"01_explore","stepId":"explore","status":"failed"}]}`,
-		`[{"id":"01_explore","stepId":"explore","status":"completed"},{"id":"01_explore","stepId":"again"},{"id":"bad id"}]`,
-		`[{"id":"02_exec","stepId":"exec","status":"queued","allocation":{"tokensGranted":10,"tokensSpent":-5}}]`,
-		`[{"id":"gc-0a1b2c3d-0000-4000-8000-000000000001","status":"running","depth":-3},{"id":"02_exec","stepId":"","status":"waiting","waiting":{"deadline":"x"}}]`,
-		`{"tasks":null}`,
-		`[null]`,
+		`[{"id":"01_explore","stepId":"explore","status":"completed"},{"id":"01_explore","stepId":"again"},` +
+			`{"id":"bad id"}]`, `[{"id":"02_exec","stepId":"exec","status":"queued",` +
+			`"allocation":{"tokensGranted":10,"tokensSpent":-5}}]`, `[{"id":"gc-0a1b2c3d-0000-4000-8000-0000000` +
+			`00001","status":"running","depth":-3},{"id":"02_exec","stepId":"","status":"waiting",` +
+			`"waiting":{"deadline":"x"}}]`, `{"tasks":null}`, `[null]`,
 		`{`,
 	},
 	"state/runs/" + fuzzRunDone + "/events.jsonl": {
 		`{"type":"task.started","taskId":"02_exec","metadata":{"seq":5}}` + "\n" +
 			`{"type":"task.completed","taskId":"02_exec","metadata":{"seq":5}}` + "\n",
-		`{"type":"delegate.admitted","taskId":"02_exec","data":{"subId":"s1","reservedTokens":-1,"timeoutSec":1e308},"metadata":{"seq":4}}` + "\n" +
+		`{"type":"delegate.admitted","taskId":"02_exec","data":{"subId":"s1","reservedTokens":-1,` +
+			`"timeoutSec":1e308},"metadata":{"seq":4}}` + "\n" +
 			`{"type":"delegate.admitted","taskId":"02_exec","data":{"subId":"s1"},"metadata":{"seq":5}}` + "\n" +
 			`{"type":"delegate.timed_out","taskId":"02_exec","data":{"subId":"s1"},"metadata":{"seq":6}}` + "\n" +
 			`{"type":"delegate.cancelled","taskId":"02_exec","data":{"subId":"s1"},"metadata":{"seq":7}}` + "\n",
-		`{"type":"ask.requested","taskId":"02_exec","data":{"questionId":"q","deadline":"2026-10-02T09:00:00Z","options":["a"]},"metadata":{"seq":4}}` + "\n" +
+		`{"type":"ask.requested","taskId":"02_exec","data":{"questionId":"q","deadline":"2026-10-02T09:00:00Z",` +
+			`"options":["a"]},"metadata":{"seq":4}}` + "\n" +
 			`{"type":"ask.timedout","data":{"questionId":"q"},"metadata":{"seq":5}}` + "\n" +
 			`{"type":"task.waiting","taskId":"02_exec","data":"not an object","metadata":{"seq":6}}` + "\n" +
 			`{"type":"run.budget_abort","data":{"x":1},"metadata":{"seq":7}}` + "\n",
-		`{"type":"run.blocked","metadata":{"seq":18446744073709551615}}` + "\n" + `{"type":"x","metadata":{}}` + "\n" + `{"type":""}`,
-		`{"type":"task.progress","time":-5,"data":[1,2,{"a":null}],"metadata":{"seq":1}}`,
+		`{"type":"run.blocked","metadata":{"seq":18446744073709551615}}` + "\n" + `{"type":"x","metadata":{}}` +
+			"\n" + `{"type":""}`, `{"type":"task.progress","time":-5,"data":[1,2,{"a":null}],"metadata":{"seq":1}}`,
 	},
 	"state/runs/" + fuzzRunDone + "/mailbox/inbox.jsonl": {
 		`{"id":"m1","direction":"outbox","from":"02_exec","body":"x","createdAt":5}` + "\n" +

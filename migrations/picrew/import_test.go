@@ -145,7 +145,8 @@ func TestImportSkipsWhatTheStoreRefuses(t *testing.T) {
 	all := strings.Join(reasons, "\n")
 	require.Contains(t, all, "import:"+run.ID+":msg:"+big+": not imported: eventlog: invalid append: payload of")
 	require.Contains(t, all, `"msg:`+long[:60])
-	require.Contains(t, all, "an id too long to name its import (a command id of 298 bytes, at most 256): not imported")
+	require.Contains(t, all,
+		"an id too long to name its import (a command id of 298 bytes, at most 256): not imported")
 
 	engine := events.EnginePrincipal().Key()
 	for _, id := range []string{"run", "task:01_plan", "msg:" + small} {

@@ -27,8 +27,8 @@ func TestFollowerReadsALiveFileMadeAgain(t *testing.T) {
 	// NB: made again whole by a rename: one notification, for one pass.
 	fresh := filepath.Join(root.Dir, "fresh.jsonl")
 	require.NoError(t, os.WriteFile(fresh, fmt.Appendf(nil, `{"id":"msg_again","runId":%q,"direction":"inbox",`+
-		`"from":"orchestrator","to":"01_plan","taskId":"01_plan","body":"again","createdAt":"2026-12-01T12:00:00.000Z",`+
-		`"status":"queued"}`+"\n", runA), 0o644))
+		`"from":"orchestrator","to":"01_plan","taskId":"01_plan","body":"again",`+
+		`"createdAt":"2026-12-01T12:00:00.000Z","status":"queued"}`+"\n", runA), 0o644))
 	require.NoError(t, os.Rename(fresh, inbox))
 	require.Eventually(t, imported("import:"+runA+":msg:msg_again"), 10*time.Second, 10*time.Millisecond,
 		"the live file made again is read")

@@ -24,8 +24,8 @@ func TestAnotherRunsMailboxLineIsNotThisRuns(t *testing.T) {
 	run := timesRunCreated
 	line := func(id, runID, kind, body string) string {
 		return fmt.Sprintf(`{"id":%q,%s"direction":"inbox","from":"orchestrator","to":"01_plan","taskId":"01_plan",`+
-			`"kind":%q,"body":%q,"status":"queued","createdAt":1790928000000}`+"\n", id, optionalField("runId", runID),
-			kind, body)
+			`"kind":%q,"body":%q,"status":"queued","createdAt":1790928000000}`+"\n", id,
+			optionalField("runId", runID), kind, body)
 	}
 	var inbox strings.Builder
 	inbox.WriteString(line("m_own", run, "message", "mine"))
@@ -36,13 +36,15 @@ func TestAnotherRunsMailboxLineIsNotThisRuns(t *testing.T) {
 	}
 	inbox.WriteString(line("m_unnamed", "", "message", "no run named"))
 	writeFiles(t, root, map[string]string{
-		"state/runs/" + run + "/manifest.json":                     manifestOf(run, "completed"),
-		"state/runs/" + run + "/tasks.json":                        `[{"id":"01_plan","stepId":"plan","role":"planner","status":"completed"}]`,
+		"state/runs/" + run + "/manifest.json": manifestOf(run, "completed"),
+		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan",` +
+			`"role":"planner","status":"completed"}]`,
 		"state/runs/" + run + "/mailbox/tasks/01_plan/inbox.jsonl": inbox.String(),
-		"state/runs/" + run + "/mailbox/delivery.json": `{"messages":{"m_own":"acknowledged","m_copied":"acknowledged",` +
-			`"steer_copied":"delivered","m_unnamed":"delivered"},"updatedAt":"2026-10-02T08:00:00.000Z"}`,
-		"artifacts/" + run + "/steering/01_plan.jsonl": `{"type":"steer","message":"the steer","id":"steer_copied",` +
-			`"ts":1790928000000}` + "\n",
+		"state/runs/" + run + "/mailbox/delivery.json": `{"messages":{"m_own":"acknowledged",` +
+			`"m_copied":"acknowledged","steer_copied":"delivered","m_unnamed":"delivered"},` +
+			`"updatedAt":"2026-10-02T08:00:00.000Z"}`,
+		"artifacts/" + run + "/steering/01_plan.jsonl": `{"type":"steer","message":"the steer",` +
+			`"id":"steer_copied","ts":1790928000000}` + "\n",
 	})
 	one, followed, reports := importedTwice(t, root, valuesClock)
 	requireOtherRunReports(t, reports, "state/runs/"+run+"/mailbox/tasks/01_plan/inbox.jsonl:")
@@ -65,7 +67,8 @@ func TestAnotherRunsMailboxLineIsNotThisRuns(t *testing.T) {
 		m, ok = s.Message(run, "steer_copied")
 		require.True(t, ok, "%s: the steering line gets a message of its own", name)
 		require.Equal(t, "the steer", m.Body, name)
-		require.Equal(t, projections.MessageQueued, m.Status, "%s: the delivery state of the line skipped is not its", name)
+		require.Equal(t, projections.MessageQueued, m.Status,
+			"%s: the delivery state of the line skipped is not its", name)
 	}
 }
 

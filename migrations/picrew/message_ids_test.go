@@ -22,25 +22,28 @@ func TestMessageIDTakenTwiceIsReported(t *testing.T) {
 		return `{"id":"` + id + `","from":"orchestrator","body":"` + body + `","createdAt":1790928000000}` + "\n"
 	}
 	writeFiles(t, root, map[string]string{
-		"state/runs/" + run + "/manifest.json":       manifestOf(run, "completed"),
-		"state/runs/" + run + "/tasks.json":          `[{"id":"01_plan","stepId":"plan","role":"planner","status":"completed"}]`,
-		"state/runs/" + run + "/mailbox/inbox.jsonl": msg("m1", "forged") + msg("m2", "to the run"),
-		"state/runs/" + run + "/mailbox/tasks/01_plan/inbox.jsonl": msg("m1", "real") + msg("m2", "to the run") +
+		"state/runs/" + run + "/manifest.json": manifestOf(run, "completed"),
+		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner",` +
+			`"status":"completed"}]`, "state/runs/" + run + "/mailbox/inbox.jsonl": msg("m1", "forged") +
+			msg("m2", "to the run"), "state/runs/" + run + "/mailbox/tasks/01_plan/inbox.jsonl": msg("m1",
+			"real") + msg("m2", "to the run") +
 			msg("m3", "mine"),
-		"state/runs/" + run + "/mailbox/tasks/01_plan/inbox.jsonl.2026-10-02T08-00-00.archive.jsonl": msg("m3", "mine") +
+		"state/runs/" + run + "/mailbox/tasks/01_plan/inbox.jsonl.2026-10-02T08-00-00.archive.jsonl": msg("m3",
+			"mine") +
 			msg("m4", "other"),
 		"state/runs/" + run + "/mailbox/tasks/01_plan/outbox.jsonl": msg("m4", "another"),
 	})
 	one, followed, reports := importedTwice(t, root, valuesClock)
 	mailbox := "state/runs/" + run + "/mailbox/"
 	require.Equal(t, []string{
-		mailbox + "tasks/01_plan/inbox.jsonl:1: message m1: a message of that id is in " + mailbox + "inbox.jsonl already, " +
-			"in another mailbox or with another body: skipped (a message id is its run's one message)",
-		mailbox + "tasks/01_plan/inbox.jsonl:2: message m2: a message of that id is in " + mailbox + "inbox.jsonl already, " +
+		mailbox + "tasks/01_plan/inbox.jsonl:1: message m1: a message of that id is in " + mailbox +
+			"inbox.jsonl already, in another mailbox or with another body: skipped (a message id is its run's " +
+			"one message)", mailbox + "tasks/01_plan/inbox.jsonl:2: message m2: a message of that id is in " +
+			mailbox + "inbox.jsonl already, " +
 			"in another mailbox or with another body: skipped (a message id is its run's one message)",
 		mailbox + "tasks/01_plan/outbox.jsonl:1: message m4: a message of that id is in " + mailbox +
-			"tasks/01_plan/inbox.jsonl.2026-10-02T08-00-00.archive.jsonl already, in another mailbox or with another body: " +
-			"skipped (a message id is its run's one message)",
+			"tasks/01_plan/inbox.jsonl.2026-10-02T08-00-00.archive.jsonl already, in another mailbox or with " +
+			"another body: skipped (a message id is its run's one message)",
 	}, reports)
 	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
 		s := stateOf(t, l)

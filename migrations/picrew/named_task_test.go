@@ -22,8 +22,8 @@ func TestDelegationAndQuestionLinesNameATaskOfTheRun(t *testing.T) {
 	run := timesRunCreated
 	writeFiles(t, root, map[string]string{
 		"state/runs/" + run + "/manifest.json": manifestOf(run, "running"),
-		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner","status":"running"},` +
-			`{"id":"gc-1","role":"explorer","status":"running"}]`,
+		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner",` +
+			`"status":"running"},{"id":"gc-1","role":"explorer","status":"running"}]`,
 		"state/runs/" + run + "/events.jsonl": eventLine(1, "task.started", "01_plan", `{}`) +
 			eventLine(2, "delegate.requested", "ghost", `{"subId":"gc-9","role":"explorer"}`) +
 			eventLine(3, "delegate.rejected", "ghost", `{"subId":"gc-9","reason":"no-task"}`) +

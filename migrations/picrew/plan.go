@@ -62,8 +62,9 @@ type planner struct {
 	delivered map[string]bool    // messages whose mailbox.delivered was planned
 	acked     map[string]bool
 	steered   map[string]bool // the what of every steer planned
-	asks      map[string]bool // questions an ask.requested was planned for → still open (not answered, not timed out)
-	parked    map[string]park // workflow task → the question its last task.waiting planned parks it on
+	// questions an ask.requested was planned for → still open (not answered, not timed out)
+	asks   map[string]bool
+	parked map[string]park // workflow task → the question its last task.waiting planned parks it on
 	// steerMessages are the messages steering lines were given (steer), without a mailbox line: id → its task.
 	steerMessages map[string]string
 	// foreignCount is how many events were kept as foreign.imported.
@@ -83,10 +84,11 @@ type planner struct {
 }
 
 func newPlanner(s *source, r *run, now func() time.Time) *planner {
-	p := &planner{s: s, r: r, now: now, tasks: map[string]*task{}, status: map[string]string{}, started: map[string]bool{},
-		dels: map[string]string{}, spent: map[string]int64{}, accounts: map[string]bool{}, msgIDs: map[string]bool{},
-		parents: map[string]string{}, created: map[string]bool{}, msgs: map[string]message{}, delivered: map[string]bool{},
-		acked: map[string]bool{}, steered: map[string]bool{}, asks: map[string]bool{}, parked: map[string]park{},
+	p := &planner{s: s, r: r, now: now, tasks: map[string]*task{}, status: map[string]string{},
+		started: map[string]bool{}, dels: map[string]string{}, spent: map[string]int64{}, accounts: map[string]bool{},
+		msgIDs: map[string]bool{}, parents: map[string]string{}, created: map[string]bool{},
+		msgs: map[string]message{}, delivered: map[string]bool{}, acked: map[string]bool{},
+		steered: map[string]bool{}, asks: map[string]bool{}, parked: map[string]park{},
 		steerMessages: map[string]string{}}
 	p.setTasks(r.tasks)
 	return p
@@ -117,8 +119,9 @@ func (p *planner) drain() []planned {
 func (p *planner) begin(what string) (ok bool) {
 	id := p.commandID(what)
 	if len(id) > eventlog.MaxIDLen {
-		p.s.skip(p.r.id, "state/runs/"+p.r.id, 0, 0, "%q: an id too long to name its import (a command id of %d bytes, at most %d): not imported",
-			clip(what), len(id), eventlog.MaxIDLen)
+		p.s.skip(p.r.id, "state/runs/"+p.r.id, 0, 0,
+			"%q: an id too long to name its import (a command id of %d bytes, at most %d): not imported", clip(what),
+			len(id), eventlog.MaxIDLen)
 		p.cur = &planned{id: id}
 		return false
 	}
@@ -195,7 +198,8 @@ func (p *planner) runCreated() {
 	m := p.r.manifest
 	p.begin("run")
 	p.add(m.CreatedAt.ms, &events.RunCreated{Team: m.Team, Workflow: m.Workflow, Goal: m.Goal, Cwd: m.Cwd,
-		BudgetTotal: importedBudget(m.BudgetTotal), BudgetUnlimited: m.BudgetUnlimited, BudgetWarning: m.BudgetWarning, BudgetAbort: m.BudgetAbort})
+		BudgetTotal: importedBudget(m.BudgetTotal), BudgetUnlimited: m.BudgetUnlimited,
+		BudgetWarning: m.BudgetWarning, BudgetAbort: m.BudgetAbort})
 	p.runStatus = "queued"
 }
 
@@ -213,8 +217,9 @@ func (p *planner) newTasks() {
 		if deps == nil {
 			deps = []string{}
 		}
-		p.add(m.CreatedAt.ms, &events.TaskCreated{TaskID: t.ID, Role: t.Role, Agent: t.Agent, Title: t.Title, Cwd: t.Cwd,
-			DependsOn: deps, StepID: *t.StepID, Depth: t.Depth, Model: t.Model, Kind: events.TaskKindWorkflow})
+		p.add(m.CreatedAt.ms, &events.TaskCreated{TaskID: t.ID, Role: t.Role, Agent: t.Agent,
+			Title: t.Title, Cwd: t.Cwd, DependsOn: deps, StepID: *t.StepID, Depth: t.Depth, Model: t.Model,
+			Kind: events.TaskKindWorkflow})
 		p.status[t.ID] = "queued"
 	}
 }
@@ -291,8 +296,8 @@ func (p *planner) foreign(ev *teamEvent, what string, at int64) {
 	p.begin(what)
 	// NB: with each byte that is not UTF-8 as U+FFFD, as encoding/json reads a JSON string. A foreign event's data is
 	// its line's JSON text, which JSON decoders take with such bytes inside a string: kept, the one-shot import
-	// recorded them and events.since served them in its frames, while a follower's write, whose data is a JSON string,
-	// carried U+FFFD for each, and the two recorded different events under one command id.
+	// recorded them and events.since served them in its frames, while a follower's write, whose data is a JSON
+	// string, carried U+FFFD for each, and the two recorded different events under one command id.
 	p.add(at, &events.ForeignImported{Source: events.ForeignSourcePicrew, Type: ev.Type, Seq: int64(ev.Metadata.Seq),
 		Time: iso, TaskID: ev.TaskID, Message: ev.Message, Data: events.AsJSONReadsBack(data.String())})
 	p.foreignCount++
@@ -323,7 +328,8 @@ func (p *planner) addRunStatus(at int64, typ, summary, reason string) {
 
 func (p *planner) taskEvent(ev *teamEvent, what string, at int64) {
 	if p.tasks[ev.TaskID] == nil || p.tasks[ev.TaskID].shadow() {
-		p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "%s names task %q, not a workflow task of tasks.json: skipped", ev.Type, ev.TaskID)
+		p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq,
+			"%s names task %q, not a workflow task of tasks.json: skipped", ev.Type, ev.TaskID)
 		return
 	}
 	id := ev.TaskID
@@ -343,9 +349,10 @@ func (p *planner) taskEvent(ev *teamEvent, what string, at int64) {
 	if ev.Type == "task.waiting" && !events.ImportedQuestionIDOK(d.QuestionID) {
 		// NB: a follower reconciles a live run only once it has finished: recorded, the task waited until then on a
 		// question nobody could answer and nothing would time out.
-		p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "task.waiting for task %s: question %q is not one wait.resolve "+
-			"takes (1..%d chars"+questionIDBytes+"): skipped, the task left %s", id, clip(d.QuestionID),
-			events.MaxQuestionIDChars, firstOf(p.status[id], "queued"))
+		p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq,
+			"task.waiting for task %s: question %q is not one wait.resolve takes (1..%d chars"+questionIDBytes+
+				"): skipped, the task left %s", id, clip(d.QuestionID), events.MaxQuestionIDChars,
+			firstOf(p.status[id], "queued"))
 		return
 	}
 	p.begin(what)
@@ -444,13 +451,15 @@ func (p *planner) delegateEvent(ev *teamEvent, what string, at int64) {
 		// naming a workflow task took that task for its shadow, and the delegation's settlement, or its expiry,
 		// ended it; one outside the ids tasks.json is held to became a task id no command names.
 		if !runIDPattern.MatchString(d.SubID) {
-			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %q: not an id crewlog takes (1..255 chars of "+
-				"[A-Za-z0-9_-]): skipped", clip(d.SubID))
+			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq,
+				"delegate.admitted for %q: not an id crewlog takes (1..255 chars of [A-Za-z0-9_-]): skipped",
+				clip(d.SubID))
 			return
 		}
 		if events.TaskIDReserved(d.SubID) {
-			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %q: an id that names the run inbox, a group "+
-				"of tasks or the orchestrator: skipped", d.SubID)
+			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq,
+				"delegate.admitted for %q: an id that names the run inbox, a group of tasks or the "+
+					"orchestrator: skipped", d.SubID)
 			return
 		}
 		if t := p.tasks[d.SubID]; t != nil && !t.shadow() || p.created[d.SubID] {
@@ -464,26 +473,28 @@ func (p *planner) delegateEvent(ev *teamEvent, what string, at int64) {
 		if !events.SpendTokensOK(d.ReservedTokens) {
 			// Spend only grows (SPEC §4.2): no admission reserves less than nothing, and the ledger would not add
 			// it; crewd's import.append refuses a reservation above events.MaxUsageTokens.
-			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %s reserves %d tokens, not 0..%d: skipped",
-				d.SubID, d.ReservedTokens, int64(events.MaxUsageTokens))
+			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq,
+				"delegate.admitted for %s reserves %d tokens, not 0..%d: skipped", d.SubID, d.ReservedTokens,
+				int64(events.MaxUsageTokens))
 			return
 		}
 		if !events.DepthOK(d.ChildDepth) {
-			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %s: childDepth %d is not 0..%d: taken as absent",
-				d.SubID, d.ChildDepth, events.MaxDepth)
+			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq,
+				"delegate.admitted for %s: childDepth %d is not 0..%d: taken as absent", d.SubID, d.ChildDepth,
+				events.MaxDepth)
 			d.ChildDepth = 0
 		}
 		if d.TimeoutSec > events.MaxTimeoutSec {
-			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %s: timeoutSec %g is longer than a delegation runs (at most %d s): taken as absent",
-				d.SubID, d.TimeoutSec, events.MaxTimeoutSec)
+			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %s: timeoutSec %g is longer than "+
+				"a delegation runs (at most %d s): taken as absent", d.SubID, d.TimeoutSec, events.MaxTimeoutSec)
 			d.TimeoutSec = 0
 		}
 		if float64(p.deadlineFrom(at))+d.TimeoutSec*1000 > maxTimeMs {
 			// Its deadline is a time like the others (flexTime): one past
 			// what crewlog records is damage, and the timeout taken as
 			// absent.
-			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %s: timeoutSec %g puts its deadline past what crewlog records (%s): taken as absent",
-				d.SubID, d.TimeoutSec, timeRange)
+			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %s: timeoutSec %g puts its "+
+				"deadline past what crewlog records (%s): taken as absent", d.SubID, d.TimeoutSec, timeRange)
 			d.TimeoutSec = 0
 		}
 		switch run, why := p.slotTaken(d.SubID, what); why {
@@ -494,22 +505,25 @@ func (p *planner) delegateEvent(ev *teamEvent, what string, at int64) {
 			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, secondAdmissionReason, d.SubID)
 			return
 		case subIDHeld:
-			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "delegate.admitted for %s: its subId holds a slot of run %s "+
-				"(the slot pool is keyed by subId): skipped", d.SubID, run)
+			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq,
+				"delegate.admitted for %s: its subId holds a slot of run %s (the slot pool is keyed by "+
+					"subId): skipped", d.SubID, run)
 			return
 		}
 		p.begin(what)
 		p.admit(at, parent, d.SubID, d.Role, d.ChildDepth, d.Unmetered, d.ReservedTokens, d.TimeoutSec)
 	default: // terminal
 		if p.dels[d.SubID] == "" {
-			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "%s for %s, which was never admitted in the events: the files decide", ev.Type, d.SubID)
+			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq,
+				"%s for %s, which was never admitted in the events: the files decide", ev.Type, d.SubID)
 			return
 		}
 		if terminal(p.dels[d.SubID]) {
 			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "%s for %s, already settled: skipped", ev.Type, d.SubID)
 			return
 		}
-		outcome := map[string]string{"delegate.timed_out": "timed_out", "delegate.cancelled": "cancelled", "delegate.failed": "failed"}[ev.Type]
+		outcome := map[string]string{"delegate.timed_out": "timed_out", "delegate.cancelled": "cancelled",
+			"delegate.failed": "failed"}[ev.Type]
 		if outcome == "" { // pi-crew's delegate.completed carries {ok}
 			outcome = "completed"
 			if !d.OK {
@@ -529,7 +543,8 @@ const secondAdmissionReason = "second delegate.admitted for %s: skipped"
 
 // admit writes delegate.admitted (and budget.reserved when metered) with the
 // shadow record's cwd and title.
-func (p *planner) admit(at int64, parent, subID, role string, depth int, unmetered bool, reserved int64, timeoutSec float64) {
+func (p *planner) admit(at int64, parent, subID, role string, depth int, unmetered bool, reserved int64,
+	timeoutSec float64) {
 	sh := p.tasks[subID]
 	cwd, title := "", "delegate: "+subID
 	if sh != nil {
@@ -555,7 +570,8 @@ func (p *planner) admit(at int64, parent, subID, role string, depth int, unmeter
 	if from := p.recordedAt(at); from > 0 {
 		deadline = from + int64(timeoutSec*1000)
 	}
-	p.add(at, &events.DelegateAdmitted{TaskID: parent, SubID: subID, ChildDepth: depth, Role: firstOf(role, "explorer"),
+	p.add(at, &events.DelegateAdmitted{TaskID: parent, SubID: subID, ChildDepth: depth, Role: firstOf(role,
+		"explorer"),
 		Unmetered: unmetered, ReservedTokens: reserved, TimeoutSec: timeoutSec, Deadline: deadline,
 		Cwd: cwd, Title: title, ParentRole: p.roleOf(parent)})
 	p.dels[subID] = "queued"
@@ -564,7 +580,8 @@ func (p *planner) admit(at int64, parent, subID, role string, depth int, unmeter
 		p.slots.admit(p.r.id, subID)
 	}
 	if !unmetered {
-		p.add(at, &events.BudgetReserved{TaskID: parent, SubID: subID, Tokens: reserved, GrantedTokens: p.grant(parent)})
+		p.add(at, &events.BudgetReserved{TaskID: parent, SubID: subID, Tokens: reserved,
+			GrantedTokens: p.grant(parent)})
 		p.spent[parent] += reserved
 		p.accounts[parent] = true
 	}
@@ -637,8 +654,9 @@ func (p *planner) askEvent(ev *teamEvent, what string, at int64) {
 	}
 	if ev.Type == "ask.requested" && !events.ImportedQuestionIDOK(d.QuestionID) {
 		// NB: crewd's import.append refuses it, as wait.request never asks one: nobody can answer it.
-		p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "ask.requested for task %s: question %q is not one wait.resolve "+
-			"takes (1..%d chars"+questionIDBytes+"): skipped", ev.TaskID, clip(d.QuestionID), events.MaxQuestionIDChars)
+		p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq,
+			"ask.requested for task %s: question %q is not one wait.resolve takes (1..%d chars"+questionIDBytes+
+				"): skipped", ev.TaskID, clip(d.QuestionID), events.MaxQuestionIDChars)
 		return
 	}
 	p.begin(what)
@@ -675,13 +693,15 @@ type namedID struct{ name, id string }
 func (p *planner) idsOK(ev *teamEvent, ids ...namedID) bool {
 	for _, n := range ids {
 		if n.name == "taskId" && n.id == "" {
-			// NB: an empty id is the run inbox's mailbox key, and crewd's import.append refuses it where a task is named.
+			// NB: an empty id is the run inbox's mailbox key, and crewd's import.append refuses it where a task is
+			// named.
 			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "%s names no task: skipped", ev.Type)
 			return false
 		}
 		if !events.ImportedIDOK(n.id) {
-			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq, "%s: %s %s is longer than %s, as no id crewlog records: skipped",
-				ev.Type, n.name, clip(n.id), importedIDBound)
+			p.s.skip(p.r.id, ev.line, 0, ev.Metadata.Seq,
+				"%s: %s %s is longer than %s, as no id crewlog records: skipped", ev.Type, n.name, clip(n.id),
+				importedIDBound)
 			return false
 		}
 	}
@@ -721,13 +741,15 @@ func (p *planner) question(where string, seq uint64, typ string, at int64, quest
 // askDeadline is the deadline a question of a record (a line of where, or its seq; typ names it in the report),
 // at pi-crew time at, is recorded with: deadline, or, when that is more than events.MaxAskTimeoutSec after the time
 // it is recorded at (recordedAt; no broker of pi-crew's writes one), that bound, reported.
-func (p *planner) askDeadline(where string, seq uint64, typ string, at int64, questionID string, deadline int64) int64 {
+func (p *planner) askDeadline(where string, seq uint64, typ string, at int64, questionID string,
+	deadline int64) int64 {
 	latest := p.deadlineFrom(at) + events.MaxAskTimeoutSec*1000
 	if deadline <= latest {
 		return deadline
 	}
 	p.s.skip(p.r.id, where, 0, seq, "%s for question %s: deadline %d is more than %d s after it was asked "+
-		"(pi-crew's broker clamps it so): taken as %d", typ, clip(questionID), deadline, events.MaxAskTimeoutSec, latest)
+		"(pi-crew's broker clamps it so): taken as %d", typ, clip(questionID), deadline,
+		events.MaxAskTimeoutSec, latest)
 	return latest
 }
 
@@ -741,7 +763,8 @@ func (p *planner) askOptions(where string, seq uint64, typ, questionID string, o
 	}
 	if many, badOption := events.AskOptionsProblem(options); many || badOption {
 		p.s.skip(p.r.id, where, 0, seq, "%s for question %s: options are not 1..%d strings of 1..%d chars: "+
-			"the question is imported without them", typ, clip(questionID), events.MaxAskOptions, events.MaxAskOptionChars)
+			"the question is imported without them", typ, clip(questionID), events.MaxAskOptions,
+			events.MaxAskOptionChars)
 		return nil
 	}
 	return options
@@ -786,8 +809,9 @@ func (p *planner) reconcileParked(id string) {
 		p.asks[w.question] = true
 		return
 	}
-	p.s.skip(p.r.id, "state/runs/"+p.r.id+"/tasks.json", 0, 0, "task %s: waiting on question %q, which is answered or "+
-		"timed out already: imported as resumed", id, w.question)
+	p.s.skip(p.r.id, "state/runs/"+p.r.id+"/tasks.json", 0, 0,
+		"task %s: waiting on question %q, which is answered or timed out already: imported as resumed",
+		id, w.question)
 	if !p.begin("reconcile:resume:" + id + ":" + w.question) {
 		return
 	}
@@ -813,15 +837,17 @@ func (p *planner) message(m message) {
 		return // and nor its deliveries
 	}
 	ma := &events.MailboxAppended{ID: m.ID, To: recipient(m), From: m.From, Kind: firstOf(m.Kind, events.KindMessage),
-		Priority: firstOf(m.Priority, events.PriorityNormal), DeliveryMode: firstOf(m.DeliveryMode, events.DeliveryNextTurn),
-		Body: m.Body, QuestionID: m.QuestionID, ReplyTo: m.ReplyTo}
+		Priority:     firstOf(m.Priority, events.PriorityNormal),
+		DeliveryMode: firstOf(m.DeliveryMode, events.DeliveryNextTurn), Body: m.Body, QuestionID: m.QuestionID,
+		ReplyTo: m.ReplyTo}
 	if m.Data != nil {
-		ma.Data = &events.MessageData{SubID: m.Data.SubID, OK: m.Data.OK, TimedOut: m.Data.TimedOut, Cancelled: m.Data.Cancelled}
+		ma.Data = &events.MessageData{SubID: m.Data.SubID, OK: m.Data.OK, TimedOut: m.Data.TimedOut,
+			Cancelled: m.Data.Cancelled}
 	}
 	p.add(m.CreatedAt.ms, ma)
 	p.msgIDs[m.ID] = true
-	// NB: without its body, which its write carries: a follower keeps a live run's planner, and it held every body the
-	// run ever sent (up to 256 Ki chars each); what later records name a message by is its mailbox and its time.
+	// NB: without its body, which its write carries: a follower keeps a live run's planner, and it held every body
+	// the run ever sent (up to 256 Ki chars each); what later records name a message by is its mailbox and its time.
 	m.Body, m.Data = "", nil
 	p.msgs[m.ID] = m
 }
@@ -876,18 +902,21 @@ func (p *planner) steer(st steer) {
 	if id == "" {
 		id = fmt.Sprintf("steer_import_%s_%d", st.taskID, st.line)
 		if !events.ImportedIDOK(id) {
-			// NB: reported as derived, not as the line's: it has none, and the id is long for its task's (the steering
-			// file's name, 242 chars or more). No shorter id would import it: the write's command id names the task
-			// too (begin), and is longer than eventlog.MaxIDLen whatever the id. A derived id that fits is unchanged.
-			p.s.skip(p.r.id, st.rel, st.line, 0, "steer of task %s without an id: the id derived for it, %s, is longer "+
-				"than %s, as no id crewlog records: skipped", clip(st.taskID), clip(id), importedIDBound)
+			// NB: reported as derived, not as the line's: it has none, and the id is long for its task's (the
+			// steering file's name, 242 chars or more). No shorter id would import it: the write's command id names
+			// the task too (begin), and is longer than eventlog.MaxIDLen whatever the id. A derived id that fits is
+			// unchanged.
+			p.s.skip(p.r.id, st.rel, st.line, 0,
+				"steer of task %s without an id: the id derived for it, %s, is longer than %s, as no id crewlog "+
+					"records: skipped", clip(st.taskID), clip(id), importedIDBound)
 			return
 		}
 	}
 	if !events.ImportedIDOK(id) {
 		// NB: the id is its message's, which crewd's import.append refuses, as a mailbox line's (parseMessage).
-		p.s.skip(p.r.id, st.rel, st.line, 0, "steer %s of task %s: its id is longer than %s, as no id crewlog records: "+
-			"skipped", clip(id), st.taskID, importedIDBound)
+		p.s.skip(p.r.id, st.rel, st.line, 0,
+			"steer %s of task %s: its id is longer than %s, as no id crewlog records: skipped", clip(id), st.taskID,
+			importedIDBound)
 		return
 	}
 	if to, ok := p.mailboxOf(id); ok && to != st.taskID {
@@ -953,7 +982,8 @@ func (p *planner) reconcile() {
 	}
 	if m.Status != "" && m.Status != p.runStatus {
 		if _, ok := events.RunStatusType(m.Status); !ok {
-			p.s.skip(p.r.id, "state/runs/"+p.r.id+"/manifest.json", 0, 0, "run status %q is not a pi-crew status: left %s", m.Status, p.runStatus)
+			p.s.skip(p.r.id, "state/runs/"+p.r.id+"/manifest.json", 0, 0,
+				"run status %q is not a pi-crew status: left %s", m.Status, p.runStatus)
 			return
 		}
 		p.begin("reconcile:run:" + m.Status)
@@ -983,13 +1013,14 @@ func (p *planner) reconcileTask(t task) {
 	if !ok {
 		// No event to end it in: a write without events would still be
 		// recorded, and the daemon refuses one.
-		p.s.skip(p.r.id, "state/runs/"+p.r.id+"/tasks.json", 0, 0, "task %s: status %q is not a pi-crew status: left %s",
-			id, clip(want), p.status[id])
+		p.s.skip(p.r.id, "state/runs/"+p.r.id+"/tasks.json", 0, 0,
+			"task %s: status %q is not a pi-crew status: left %s", id, clip(want), p.status[id])
 		p.reconcileUsage(t)
 		return
 	}
 	p.begin("reconcile:task:" + id + ":" + want)
-	needsStart := want == "running" || want == "waiting" || want == "completed" || want == "failed" || want == "needs_attention"
+	needsStart := want == "running" || want == "waiting" || want == "completed" || want == "failed" ||
+		want == "needs_attention"
 	if needsStart && p.status[id] != "running" && (want == "running" || want == "waiting" || !p.started[id]) {
 		p.add(t.StartedAt.ms, &events.TaskStarted{TaskID: id, Role: t.Role, Agent: t.Agent, Cwd: t.Cwd})
 	}
@@ -1010,7 +1041,8 @@ func (p *planner) taskEnd(t task, want string) (at int64, end any, ok bool) {
 	case "running":
 		return 0, nil, true
 	case "queued":
-		return p.r.manifest.UpdatedAt.ms, &events.TaskRetried{TaskID: id, Reason: "import: status from tasks.json"}, true
+		return p.r.manifest.UpdatedAt.ms, &events.TaskRetried{TaskID: id,
+			Reason: "import: status from tasks.json"}, true
 	case "waiting":
 		var q park
 		if w := t.Waiting; w != nil {
@@ -1058,8 +1090,8 @@ func (p *planner) reconcileUsage(t task) {
 // again is the same write; a changed one, or the same one of a later attempt, is a new one.
 func usageDigest(t task) string {
 	u := t.Usage
-	h := sha256.Sum256(fmt.Appendf(nil, "%d,%d,%d,%d,%d,%s,%d,%d", u.Input, u.Output, u.CacheRead, u.CacheWrite, u.Turns,
-		strconv.FormatFloat(u.Cost, 'g', -1, 64), t.StartedAt.ms, t.FinishedAt.ms))
+	h := sha256.Sum256(fmt.Appendf(nil, "%d,%d,%d,%d,%d,%s,%d,%d", u.Input, u.Output, u.CacheRead,
+		u.CacheWrite, u.Turns, strconv.FormatFloat(u.Cost, 'g', -1, 64), t.StartedAt.ms, t.FinishedAt.ms))
 	return hex.EncodeToString(h[:8])
 }
 
@@ -1084,15 +1116,18 @@ func (p *planner) reconcileShadow(t task) {
 	st := p.dels[t.ID]
 	if st == "" {
 		p.begin("shadow:" + t.ID)
-		p.add(t.StartedAt.ms, &events.TaskCreated{TaskID: t.ID, Role: t.Role, Agent: firstOf(t.Agent, events.DelegateAgent),
-			Title: t.Title, Cwd: t.Cwd, DependsOn: []string{}, Depth: t.Depth, Model: t.Model, Kind: events.TaskKindShadow})
+		p.add(t.StartedAt.ms, &events.TaskCreated{TaskID: t.ID, Role: t.Role,
+			Agent: firstOf(t.Agent, events.DelegateAgent), Title: t.Title, Cwd: t.Cwd, DependsOn: []string{},
+			Depth: t.Depth, Model: t.Model, Kind: events.TaskKindShadow})
 		p.s.skip(p.r.id, "state/runs/"+p.r.id+"/tasks.json", 0, 0,
-			"shadow %s has no delegate.admitted in the events (lost or compacted): imported as a shadow task without a delegation, parent unknown", t.ID)
+			"shadow %s has no delegate.admitted in the events (lost or compacted): imported as a shadow task "+
+				"without a delegation, parent unknown", t.ID)
 		p.status[t.ID] = "queued"
 		p.reconcileTask(t)
 		return
 	}
-	want := map[string]string{"running": "running", "completed": "completed", "failed": "failed", "cancelled": "cancelled"}[t.Status]
+	want := map[string]string{"running": "running", "completed": "completed", "failed": "failed",
+		"cancelled": "cancelled"}[t.Status]
 	if want == "" || want == st || terminal(st) {
 		return
 	}
@@ -1130,8 +1165,8 @@ func (p *planner) reconcileAllocation(t task) {
 		p.spent[t.ID], p.accounts[t.ID] = a.TokensSpent, true
 	case a.TokensSpent < have:
 		p.s.skip(p.r.id, "state/runs/"+p.r.id+"/tasks.json", 0, 0,
-			"task %s: tasks.json shows %d tokens spent, the imported reservations %d; crewlog never refunds, so %d stays",
-			t.ID, a.TokensSpent, have, have)
+			"task %s: tasks.json shows %d tokens spent, the imported reservations %d; crewlog never refunds, "+
+				"so %d stays", t.ID, a.TokensSpent, have, have)
 	}
 }
 

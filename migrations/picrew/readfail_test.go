@@ -89,8 +89,10 @@ func TestImportDoesNotTakeAnUnreadableFileForAbsent(t *testing.T) {
 				heal := failReads(t, root, how, syscall.EIO, rel)
 
 				ids, skipped := importPlan(t, root)
-				require.Empty(t, withPrefix(ids, "import:"+runA+":"), "nothing of run A is recorded while %s cannot be read", rel)
-				require.Equal(t, withPrefix(whole, "import:"+runB+":"), withPrefix(ids, "import:"+runB+":"), "run B is imported whole")
+				require.Empty(t, withPrefix(ids, "import:"+runA+":"),
+					"nothing of run A is recorded while %s cannot be read", rel)
+				require.Equal(t, withPrefix(whole, "import:"+runB+":"), withPrefix(ids, "import:"+runB+":"),
+					"run B is imported whole")
 				require.True(t, slices.ContainsFunc(reasonsFor(skipped, rel), func(r string) bool {
 					return strings.HasSuffix(r, syscall.EIO.Error())
 				}), "%s reported unreadable: %v", rel, reasonsFor(skipped, rel))

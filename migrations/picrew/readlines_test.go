@@ -27,13 +27,15 @@ func TestImportSkipsALongLineToItsEnd(t *testing.T) {
 	} {
 		require.NoError(t, picrewtest.AppendRaw(a.EventsPath(), long))
 	}
-	require.NoError(t, picrewtest.AppendRaw(a.EventsPath(), []byte(`{"type":"task.progress","metadata":{"seq":3}}`+"\n")))
+	require.NoError(t, picrewtest.AppendRaw(a.EventsPath(),
+		[]byte(`{"type":"task.progress","metadata":{"seq":3}}`+"\n")))
 
 	ids, skipped := importPlan(t, root.Dir)
 	require.Contains(t, ids, "import:"+runA+":seq:3", "the line after the long ones is imported")
 	require.NotContains(t, ids, "import:"+runA+":seq:2")
 	long := fmt.Sprintf("line longer than %d bytes: skipped", maxLine)
-	require.Equal(t, []string{long, long, "seq 2..2 missing (compacted or a failed append): the files supply the end state"},
+	require.Equal(t, []string{long, long,
+		"seq 2..2 missing (compacted or a failed append): the files supply the end state"},
 		reasonsFor(skipped, "state/runs/"+runA+"/events.jsonl"))
 	var lines []int
 	for _, s := range skipped {

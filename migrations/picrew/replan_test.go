@@ -29,13 +29,14 @@ func writeReplanRun(t *testing.T, dir string) string {
 			`"status":"completed","createdAt":1790928000000,"updatedAt":1790928060000,"cwd":"/srv/app"}`,
 		run + "/tasks.json": `[` +
 			`{"id":"01_build","stepId":"build","role":"executor","agent":"executor","status":"completed",` +
-			`"startedAt":1790928001000,"finishedAt":1790928050000,"allocation":{"tokensGranted":1000,"tokensSpent":100}},` +
-			`{"id":"gc-1","role":"explorer","agent":"delegate","status":"completed","depth":2,` +
+			`"startedAt":1790928001000,"finishedAt":1790928050000,"allocation":{"tokensGranted":1000,` +
+			`"tokensSpent":100}},{"id":"gc-1","role":"explorer","agent":"delegate","status":"completed","depth":2,` +
 			`"startedAt":1790928002000,"finishedAt":1790928040000}]`,
 		run + "/events.jsonl": strings.Join([]string{
 			`{"time":1790928001000,"type":"task.started","taskId":"01_build","metadata":{"seq":1}}`,
-			`{"time":1790928002000,"type":"delegate.admitted","taskId":"01_build","data":{"subId":"gc-1","reservedTokens":100},"metadata":{"seq":2}}`,
-			`{"time":1790928040000,"type":"delegate.completed","taskId":"01_build","data":{"subId":"gc-1","ok":true},"metadata":{"seq":3}}`,
+			`{"time":1790928002000,"type":"delegate.admitted","taskId":"01_build","data":{"subId":"gc-1",` +
+				`"reservedTokens":100},"metadata":{"seq":2}}`, `{"time":1790928040000,"type":"delegate.completed",` +
+				`"taskId":"01_build","data":{"subId":"gc-1","ok":true},"metadata":{"seq":3}}`,
 			`{"time":1790928050000,"type":"task.completed","taskId":"01_build","metadata":{"seq":4}}`,
 			`{"time":1790928060000,"type":"run.completed","metadata":{"seq":5}}`,
 		}, "\n") + "\n",
@@ -87,8 +88,10 @@ func TestReplanAfterCompactionCountsSpendOnce(t *testing.T) {
 		eng, err := commands.Open(l, commands.Options{Clock: clock, ExpiryInterval: -1, SnapshotEvery: -1})
 		require.NoError(t, err)
 		follow := func() {
-			fl := NewFollower(root, engineSink{eng}, &FollowOptions{SettleAfter: time.Nanosecond, CheckpointEvery: time.Nanosecond})
-			fl.cks = map[string]events.ImportCheckpoint{} // a checkpoint that no longer matches: the file is read from its start
+			fl := NewFollower(root, engineSink{eng},
+				&FollowOptions{SettleAfter: time.Nanosecond, CheckpointEvery: time.Nanosecond})
+			// a checkpoint that no longer matches: the file is read from its start
+			fl.cks = map[string]events.ImportCheckpoint{}
 			for range 3 {
 				fl.pass(t.Context(), filepath.Join(root, "state", "runs"), true, nil)
 			}
@@ -101,7 +104,8 @@ func TestReplanAfterCompactionCountsSpendOnce(t *testing.T) {
 		compactTo(t, evs, 2)
 		follow()
 		require.NoError(t, eng.Close())
-		require.Equal(t, int64(100), spentOf(t, l, "01_build"), "the compacted admission's reservation is counted once")
+		require.Equal(t, int64(100), spentOf(t, l, "01_build"),
+			"the compacted admission's reservation is counted once")
 	})
 	t.Run("one-shot", func(t *testing.T) {
 		root := t.TempDir()
@@ -113,7 +117,8 @@ func TestReplanAfterCompactionCountsSpendOnce(t *testing.T) {
 		compactTo(t, evs, 2)
 		_, err = Import(l, root, &Options{Clock: clock})
 		require.NoError(t, err)
-		require.Equal(t, int64(100), spentOf(t, l, "01_build"), "the compacted admission's reservation is counted once")
+		require.Equal(t, int64(100), spentOf(t, l, "01_build"),
+			"the compacted admission's reservation is counted once")
 	})
 }
 
@@ -128,9 +133,10 @@ func writeUsageRun(t *testing.T, dir, usage string, finishedAt int64) {
 	files := map[string]string{
 		"manifest.json": `{"runId":"` + usageRun + `","team":"core","workflow":"implement","goal":"g",` +
 			`"status":"completed","createdAt":1790928000000,"updatedAt":1790928060000,"cwd":"/srv/app"}`,
-		"tasks.json": `[{"id":"01_build","stepId":"build","role":"executor","agent":"executor","status":"completed",` +
-			`"startedAt":1790928001000,"finishedAt":` + strconv.FormatInt(finishedAt, 10) + `,"usage":` + usage + `}]`,
-		"events.jsonl": `{"time":1790928001000,"type":"task.started","taskId":"01_build","metadata":{"seq":1}}` + "\n" +
+		"tasks.json": `[{"id":"01_build","stepId":"build","role":"executor","agent":"executor",` +
+			`"status":"completed","startedAt":1790928001000,"finishedAt":` + strconv.FormatInt(finishedAt, 10) +
+			`,"usage":` + usage + `}]`, "events.jsonl": `{"time":1790928001000,"type":"task.started",` +
+			`"taskId":"01_build","metadata":{"seq":1}}` + "\n" +
 			`{"time":1790928050000,"type":"task.completed","taskId":"01_build","metadata":{"seq":2}}` + "\n" +
 			`{"time":1790928060000,"type":"run.completed","metadata":{"seq":3}}` + "\n",
 	}
@@ -161,13 +167,15 @@ func TestImportFollowsAChangedUsage(t *testing.T) {
 	requireSecond := func(t *testing.T, eng *commands.Engine) {
 		t.Helper()
 		u, used := usageOf(eng)
-		require.Equal(t, projections.Usage{Input: 300, Output: 70, CacheRead: 9, CacheWrite: 20, Cost: 1.25, Turns: 5}, u)
+		require.Equal(t, projections.Usage{Input: 300, Output: 70, CacheRead: 9, CacheWrite: 20, Cost: 1.25,
+			Turns: 5}, u)
 		require.Equal(t, int64(300+70+20), used, "the run's budget use is its task's last usage")
 	}
 	requireFirst := func(t *testing.T, eng *commands.Engine) {
 		t.Helper()
 		u, used := usageOf(eng)
-		require.Equal(t, projections.Usage{Input: 100, Output: 50, CacheRead: 7, CacheWrite: 10, Cost: 0.5, Turns: 2}, u)
+		require.Equal(t, projections.Usage{Input: 100, Output: 50, CacheRead: 7, CacheWrite: 10, Cost: 0.5,
+			Turns: 2}, u)
 		require.Equal(t, int64(100+50+10), used, "the run's budget use is its task's last usage")
 	}
 	t.Run("follower", func(t *testing.T) {
@@ -267,15 +275,16 @@ type engineFollower struct {
 // followThroughEngine opens a store and an engine on clock, and a follower of root through it that settles in a
 // nanosecond and checkpoints a file at most every checkpointEvery, with no checkpoint yet; both are closed when the
 // test ends.
-func followThroughEngine(t *testing.T, root string, clock func() time.Time, checkpointEvery time.Duration) (*eventlog.Log,
-	*commands.Engine, engineFollower) {
+func followThroughEngine(t *testing.T, root string, clock func() time.Time,
+	checkpointEvery time.Duration) (*eventlog.Log, *commands.Engine, engineFollower) {
 	t.Helper()
 	l := openFuzzStore(t)
 	t.Cleanup(func() { l.Close() })
 	eng, err := commands.Open(l, commands.Options{Clock: clock, ExpiryInterval: -1, SnapshotEvery: -1})
 	require.NoError(t, err)
 	t.Cleanup(func() { eng.Close() })
-	fl := NewFollower(root, engineSink{eng}, &FollowOptions{SettleAfter: time.Nanosecond, CheckpointEvery: checkpointEvery})
+	fl := NewFollower(root, engineSink{eng}, &FollowOptions{SettleAfter: time.Nanosecond,
+		CheckpointEvery: checkpointEvery})
 	fl.cks = map[string]events.ImportCheckpoint{} // what Run loads first: no checkpoint yet
 	return l, eng, engineFollower{Follower: fl, root: root}
 }

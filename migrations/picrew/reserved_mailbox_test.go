@@ -14,13 +14,14 @@ import (
 // steering file (steering/<taskId>.jsonl) are named by the task they hold messages for, and a run's workers write
 // them. One named orchestrator, all, parent or group (events.TaskIDReserved: no task of the run has such an id, as a
 // task of tasks.json so named is left out) put its messages in a mailbox under that name, which no task reads and
-// msg.send reads as a group of mailboxes. Such a directory or file is not read and is reported, by the one-shot import
-// and a follower alike; a task's own are imported as before.
+// msg.send reads as a group of mailboxes. Such a directory or file is not read and is reported, by the one-shot
+// import and a follower alike; a task's own are imported as before.
 func TestMailboxesAndSteeringFilesOfReservedNamesAreNotImported(t *testing.T) {
 	root := t.TempDir()
 	run := timesRunCreated
 	msgLine := func(id, task string) string {
-		return `{"id":"` + id + `","runId":"` + run + `","direction":"inbox","from":"orchestrator","taskId":"` + task +
+		return `{"id":"` + id + `","runId":"` + run +
+			`","direction":"inbox","from":"orchestrator","taskId":"` + task +
 			`","body":"b","createdAt":1790928000000,"status":"queued"}` + "\n"
 	}
 	steerLine := func(id string) string {

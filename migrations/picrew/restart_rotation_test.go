@@ -30,18 +30,20 @@ func TestFollowResumesAnArchiveRotatedWhileDown(t *testing.T) {
 			require.NoError(t, a.Rotate())
 			rotateInbox(t, a, "02_exec", 1)
 		}},
-		"rotated, then rewritten in place": {reported: "rewritten since the last import (the last line read differs): " +
-			"read again from the start (the command ids keep it from doubling)", whileDown: func(t *testing.T, a *picrewtest.Run) {
-			require.NoError(t, a.Rotate())
-			rotateInbox(t, a, "02_exec", 1)
-			// NB: the same inode, longer, its lines read before no longer where they were.
-			for _, p := range archives(t, a) {
-				b, err := os.ReadFile(p)
-				require.NoError(t, err)
-				lines := strings.SplitAfter(strings.TrimSuffix(string(b), "\n"), "\n")
-				require.NoError(t, os.WriteFile(p, []byte("\n"+strings.Join(lines[1:], "")+"\n"+lines[0]+"\n"), 0o644))
-			}
-		}},
+		"rotated, then rewritten in place": {reported: "rewritten since the last import (the last line read " +
+			"differs): read again from the start (the command ids keep it from doubling)",
+			whileDown: func(t *testing.T, a *picrewtest.Run) {
+				require.NoError(t, a.Rotate())
+				rotateInbox(t, a, "02_exec", 1)
+				// NB: the same inode, longer, its lines read before no longer where they were.
+				for _, p := range archives(t, a) {
+					b, err := os.ReadFile(p)
+					require.NoError(t, err)
+					lines := strings.SplitAfter(strings.TrimSuffix(string(b), "\n"), "\n")
+					require.NoError(t, os.WriteFile(p,
+						[]byte("\n"+strings.Join(lines[1:], "")+"\n"+lines[0]+"\n"), 0o644))
+				}
+			}},
 		"hard-linked under an archive's name": {resumed: true, whileDown: func(t *testing.T, a *picrewtest.Run) {
 			require.NoError(t, os.Link(a.EventsPath(), a.EventsPath()+".1.archive.jsonl"))
 			inbox := filepath.Join(a.Dir, "mailbox", "tasks", "02_exec", "inbox.jsonl")
@@ -79,7 +81,8 @@ func TestFollowResumesAnArchiveRotatedWhileDown(t *testing.T) {
 			if !c.resumed {
 				return
 			}
-			require.LessOrEqual(t, st.Replayed, uint64(3), "run.created and the tasks, sent again: %+v %v", st, *reported)
+			require.LessOrEqual(t, st.Replayed, uint64(3), "run.created and the tasks, sent again: %+v %v",
+				st, *reported)
 			cks, err := sink.Checkpoints(t.Context())
 			require.NoError(t, err)
 			var checkpointed []string

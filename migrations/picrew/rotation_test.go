@@ -116,7 +116,10 @@ func TestFollowReadsALiveFileReplacedAtEveryPass(t *testing.T) {
 			prefix: "import:" + runA + ":seq:",
 		},
 		"inbox.jsonl": {
-			path: func(a *picrewtest.Run) string { return filepath.Join(a.Dir, "mailbox", "tasks", "t1", "inbox.jsonl") },
+			path: func(a *picrewtest.Run) string {
+				return filepath.Join(a.Dir, "mailbox", "tasks", "t1",
+					"inbox.jsonl")
+			},
 			append: func(a *picrewtest.Run) error {
 				_, err := a.Message("t1", "body")
 				return err

@@ -25,8 +25,9 @@ func TestImportDoesNotWriteToARunServedThroughTheSocket(t *testing.T) {
 	eng, err := commands.Open(l, commands.Options{Clock: valuesClock, ExpiryInterval: -1, SnapshotEvery: -1})
 	require.NoError(t, err)
 	r, err := eng.Submit(context.Background(), commands.Request{Principal: events.AdminPrincipal(), CommandID: "c1",
-		Actor:   events.Actor{Role: events.RoleAdmin},
-		Command: &commands.RunCreate{RunID: served, Team: "core", Goal: "served", Cwd: "/w", OrchestratorDigest: strings.Repeat("ab", 32)}})
+		Actor: events.Actor{Role: events.RoleAdmin},
+		Command: &commands.RunCreate{RunID: served, Team: "core", Goal: "served", Cwd: "/w",
+			OrchestratorDigest: strings.Repeat("ab", 32)}})
 	require.NoError(t, err)
 	require.Nil(t, r.Rejected)
 	require.NoError(t, eng.Close())
@@ -36,7 +37,8 @@ func TestImportDoesNotWriteToARunServedThroughTheSocket(t *testing.T) {
 	for _, id := range []string{served, imported} {
 		writeFiles(t, root, map[string]string{
 			"state/runs/" + id + "/manifest.json": manifestOf(id, "completed"),
-			"state/runs/" + id + "/tasks.json":    `[{"id":"01_exec","stepId":"exec","role":"executor","status":"completed"}]`,
+			"state/runs/" + id + "/tasks.json": `[{"id":"01_exec","stepId":"exec","role":"executor",` +
+				`"status":"completed"}]`,
 		})
 	}
 	var passes [][]string
@@ -59,7 +61,8 @@ func TestImportDoesNotWriteToARunServedThroughTheSocket(t *testing.T) {
 			writes = append(writes, ev.Type)
 		}
 	})
-	require.Equal(t, []string{events.TypeRunCreated, events.TypeCredentialIssued}, writes, "the served run holds its own events only")
+	require.Equal(t, []string{events.TypeRunCreated, events.TypeCredentialIssued}, writes,
+		"the served run holds its own events only")
 	s := stateOf(t, l)
 	run, _ := s.Run(served)
 	require.Equal(t, "served", run.Goal)
@@ -70,6 +73,7 @@ func TestImportDoesNotWriteToARunServedThroughTheSocket(t *testing.T) {
 	require.Equal(t, []int{1, 1}, runs, "the other run is imported")
 	for _, reports := range passes {
 		require.Equal(t, []string{"state/runs/" + served + ": run not imported: the store's run " + served + " was " +
-			"created through crewd's socket (it has an orchestrator credential), and an import does not write to it"}, reports)
+			"created through crewd's socket (it has an orchestrator credential), and an import does not " +
+			"write to it"}, reports)
 	}
 }

@@ -9,20 +9,20 @@ import (
 	"github.com/crewlog/crewlog/events"
 )
 
-// slotPool is what the one-shot import knows of the delegations of the store, and of the daemon-wide slot pool (D§5):
-// which run's delegation in flight holds each subId, as the store holds them and as the import's runs planned so far
-// add to them. NB: the pool is keyed by subId alone (crewlog mints its own), so an admission under a subId another
-// run holds would take that run's slot and its settlement free it while the other run's delegation is still in
-// flight, and a snapshot of two runs holding one subId is refused at load; an admission of a subId its run admitted
-// already, which the fold ignores, reserved its tokens again; and one whose subId names a workflow task of its run
-// took that task for its shadow, which the delegation's settlement ended. crewd's import.append refuses each
+// slotPool is what the one-shot import knows of the delegations of the store, and of the daemon-wide slot pool
+// (D§5): which run's delegation in flight holds each subId, as the store holds them and as the import's runs planned
+// so far add to them. NB: the pool is keyed by subId alone (crewlog mints its own), so an admission under a subId
+// another run holds would take that run's slot and its settlement free it while the other run's delegation is still
+// in flight, and a snapshot of two runs holding one subId is refused at load; an admission of a subId its run
+// admitted already, which the fold ignores, reserved its tokens again; and one whose subId names a workflow task of
+// its run took that task for its shadow, which the delegation's settlement ended. crewd's import.append refuses each
 // (commands' admittedBefore and workflowTask), and the one-shot import leaves them out. A follower has none: its
 // daemon decides.
 type slotPool struct {
 	l *eventlog.Log
 	// admitted, held, inFlight and workflow are read from the store at the first admission asked about (loaded), then
-	// kept as the import plans: admitted are the (run, subId) delegations, held is subId → the run holding its slot,
-	// inFlight the delegations not settled, workflow the (run, taskId) workflow tasks the store holds.
+	// kept as the import plans: admitted are the (run, subId) delegations, held is subId → the run holding its
+	// slot, inFlight the delegations not settled, workflow the (run, taskId) workflow tasks the store holds.
 	loaded   bool
 	admitted map[[2]string]bool
 	held     map[string]string
@@ -80,7 +80,8 @@ func (sp *slotPool) taken(run, subID, commandID string) (holder string, why subI
 // load folds the store's delegate events into the pool as projections fold them (a run's first admission of a subId
 // takes its slot, and the first settlement of a delegation in flight frees it), and notes its workflow tasks.
 func (sp *slotPool) load() {
-	sp.loaded, sp.admitted, sp.held, sp.inFlight = true, map[[2]string]bool{}, map[string]string{}, map[[2]string]bool{}
+	sp.loaded, sp.admitted, sp.held, sp.inFlight = true, map[[2]string]bool{}, map[string]string{},
+		map[[2]string]bool{}
 	sp.workflow = map[[2]string]bool{}
 	runs := map[string]string{}
 	it := sp.l.ReadTransient(1)
@@ -144,8 +145,8 @@ func (sp *slotPool) settle(run, subID string) {
 // delegateSlotEvent reports whether events of type typ take or free a slot.
 func delegateSlotEvent(typ string) bool {
 	switch typ {
-	case events.TypeDelegateAdmitted, events.TypeDelegateCompleted, events.TypeDelegateFailed, events.TypeDelegateTimedOut,
-		events.TypeDelegateCancelled:
+	case events.TypeDelegateAdmitted, events.TypeDelegateCompleted, events.TypeDelegateFailed,
+		events.TypeDelegateTimedOut, events.TypeDelegateCancelled:
 		return true
 	}
 	return false

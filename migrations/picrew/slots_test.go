@@ -17,8 +17,9 @@ import (
 func slotRunFiles(id string, lines ...string) map[string]string {
 	return map[string]string{
 		"state/runs/" + id + "/manifest.json": manifestOf(id, "running"),
-		"state/runs/" + id + "/tasks.json":    `[{"id":"01_exec","stepId":"exec","role":"executor","status":"running"}]`,
-		"state/runs/" + id + "/events.jsonl":  eventLine(1, "task.started", "01_exec", `{}`) + strings.Join(lines, ""),
+		"state/runs/" + id + "/tasks.json": `[{"id":"01_exec","stepId":"exec","role":"executor",` +
+			`"status":"running"}]`, "state/runs/" + id +
+			"/events.jsonl": eventLine(1, "task.started", "01_exec", `{}`) + strings.Join(lines, ""),
 	}
 }
 
@@ -82,11 +83,14 @@ func TestImportedAdmissionDoesNotTakeAnotherRunsSlot(t *testing.T) {
 			require.Equal(t, c.want, runID)
 			_, recorded := s.Delegation(other, "gc-shared")
 			require.Equal(t, !c.refused, recorded)
-			refusals := slices.DeleteFunc(slices.Clone(reports), func(r string) bool { return !strings.Contains(r, "gc-shared") })
+			refusals := slices.DeleteFunc(slices.Clone(reports), func(r string) bool {
+				return !strings.Contains(r, "gc-shared")
+			})
 			if c.refused {
 				require.NotEmpty(t, refusals, "%q", reports) // its settlement's line is reported after it, if any
-				require.Contains(t, refusals[0], "state/runs/"+other+"/events.jsonl:2 (seq 2): delegate.admitted for gc-shared: "+
-					"its subId holds a slot of run "+holder+" (the slot pool is keyed by subId): skipped")
+				require.Contains(t, refusals[0], "state/runs/"+other+"/events.jsonl:2 (seq 2): delegate.admitted "+
+					"for gc-shared: its subId holds a slot of run "+holder+" (the slot pool is keyed by "+
+					"subId): skipped")
 			} else {
 				require.Empty(t, refusals)
 			}
@@ -114,7 +118,8 @@ func TestImportedAdmissionIsItsRunsFirst(t *testing.T) {
 	admitted := eventLine(2, "delegate.admitted", "01_exec", `{"subId":"gc-1","timeoutSec":600,"reservedTokens":50}`)
 	require.Empty(t, imp(admitted, eventLine(3, "delegate.completed", "01_exec", `{"subId":"gc-1","ok":true}`)))
 	require.Empty(t, imp(admitted), "the admission recorded already, read again")
-	require.Equal(t, []string{"state/runs/" + run + "/events.jsonl:2 (seq 7): second delegate.admitted for gc-1: skipped"},
+	require.Equal(t, []string{"state/runs/" + run + "/events.jsonl:2 (seq 7): second delegate.admitted for " +
+		"gc-1: skipped"},
 		imp(eventLine(7, "delegate.admitted", "01_exec", `{"subId":"gc-1","timeoutSec":600,"reservedTokens":50}`)))
 	s := stateOf(t, l)
 	d, ok := s.Delegation(run, "gc-1")
@@ -159,16 +164,16 @@ func TestImportedAdmissionIsNotAStoredWorkflowTask(t *testing.T) {
 	l := openFuzzStore(t)
 	defer l.Close()
 	files := slotRunFiles(run)
-	files["state/runs/"+run+"/tasks.json"] = `[{"id":"01_exec","stepId":"exec","role":"executor","status":"running"},` +
-		`{"id":"02_check","stepId":"check","role":"reviewer","status":"queued"}]`
+	files["state/runs/"+run+"/tasks.json"] = `[{"id":"01_exec","stepId":"exec","role":"executor",` +
+		`"status":"running"},{"id":"02_check","stepId":"check","role":"reviewer","status":"queued"}]`
 	require.Empty(t, importFiles(t, l, files, false, "02_check"))
 	files = slotRunFiles(run, eventLine(2, "delegate.admitted", "01_exec", `{"subId":"02_check","timeoutSec":600}`),
 		eventLine(3, "delegate.completed", "01_exec", `{"subId":"02_check","ok":true}`))
 	require.Equal(t, []string{
-		"state/runs/" + run + "/events.jsonl:2 (seq 2): delegate.admitted for \"02_check\": a workflow task of the run has " +
-			"that id: skipped",
-		"state/runs/" + run + "/events.jsonl:3 (seq 3): delegate.completed for 02_check, which was never admitted in the " +
-			"events: the files decide",
+		"state/runs/" + run + "/events.jsonl:2 (seq 2): delegate.admitted for \"02_check\": a workflow task of " +
+			"the run has that id: skipped",
+		"state/runs/" + run + "/events.jsonl:3 (seq 3): delegate.completed for 02_check, which was never " +
+			"admitted in the events: the files decide",
 	}, importFiles(t, l, files, false, "02_check"))
 	s := stateOf(t, l)
 	tk, ok := s.Task(run, "02_check")

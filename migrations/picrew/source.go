@@ -323,8 +323,8 @@ func (s *source) runDir(id string) string { return filepath.Join(s.root, "state"
 
 // runUnreadReason is the report of a run not imported because a read of one of its files failed (readFailed): what
 // was read of it without that file is not the run, and a later import reads it again.
-const runUnreadReason = "run not imported: a file or directory of it could not be read (reported): nothing of it is " +
-	"recorded, a later import reads it again"
+const runUnreadReason = "run not imported: a file or directory of it could not be read (reported): nothing " +
+	"of it is recorded, a later import reads it again"
 
 // tempReason is why a temporary file of an atomic write is left out.
 const tempReason = "temporary file of an unfinished atomic write: ignored"
@@ -335,7 +335,8 @@ func classify(name, otherwise string) string {
 	case strings.Contains(name, ".corrupt-"):
 		return "quarantined by pi-crew (.corrupt-*): not imported"
 	case name == "run.lock" || strings.HasSuffix(name, ".lock") || strings.HasSuffix(name, ".flock") ||
-		strings.HasSuffix(name, ".mkdirlock") || strings.HasSuffix(name, ".alock") || strings.HasSuffix(name, ".seqlock"):
+		strings.HasSuffix(name, ".mkdirlock") || strings.HasSuffix(name, ".alock") || strings.HasSuffix(name,
+		".seqlock"):
 		return "lock left behind by pi-crew: ignored"
 	case strings.HasSuffix(name, ".seq") || strings.HasSuffix(name, ".gen"):
 		return "event-log sidecar: ignored (seq is read from the events)"
@@ -382,7 +383,8 @@ func (s *source) readRun(id, dir string) *run {
 		name, p := e.Name(), filepath.Join(dir, e.Name())
 		switch {
 		case name == "manifest.json" || name == "tasks.json":
-		case name == "events.jsonl" || (strings.HasPrefix(name, "events.jsonl.") && strings.HasSuffix(name, ".archive.jsonl")):
+		case name == "events.jsonl" || (strings.HasPrefix(name, "events.jsonl.") && strings.HasSuffix(name,
+			".archive.jsonl")):
 			eventFiles = append(eventFiles, p)
 		case name == "mailbox" && e.IsDir():
 			mailFiles, _ = s.mailboxFiles(id, p)
@@ -429,8 +431,9 @@ func (s *source) parseDelivery(id, rel string, b []byte) (states map[string]stri
 		// message's state was taken from its line, which keeps "queued" after an acknowledgement.
 		var st string
 		if err := json.Unmarshal(d.Messages[msgID], &st); err != nil {
-			s.skip(id, rel, 0, 0, "message %s: its delivery state is not a string: left out, its state taken from its "+
-				"mailbox line", clip(msgID))
+			s.skip(id, rel, 0, 0,
+				"message %s: its delivery state is not a string: left out, its state taken from its mailbox line",
+				clip(msgID))
 			continue
 		}
 		states[msgID] = st
@@ -448,7 +451,8 @@ func (s *source) parseManifest(id, rel string, b []byte) (m manifest, err error)
 	s.reportTimes(id, rel, 0, 0, "", "", &m)
 	s.boundBudget(id, rel, &m)
 	if !ownArtifacts(id, m.ArtifactsRoot) {
-		s.skip(id, rel, 0, 0, "artifactsRoot names another directory than the run's own: ignored, steering files are read from artifacts/%s", id)
+		s.skip(id, rel, 0, 0, "artifactsRoot names another directory than the run's own: ignored, steering files "+
+			"are read from artifacts/%s", id)
 	}
 	return m, nil
 }
@@ -459,8 +463,8 @@ func (s *source) parseManifest(id, rel string, b []byte) (m manifest, err error)
 // (events.BudgetFractionOK: a threshold no report reaches, or one every report does).
 func (s *source) boundBudget(id, rel string, m *manifest) {
 	if !events.BudgetTotalOK(int64(m.BudgetTotal)) {
-		s.skip(id, rel, 0, 0, "budgetTotal %d is not 0..%d (crewlog's run.create): taken as absent", int64(m.BudgetTotal),
-			int64(events.MaxBudgetTotal))
+		s.skip(id, rel, 0, 0, "budgetTotal %d is not 0..%d (crewlog's run.create): taken as absent",
+			int64(m.BudgetTotal), int64(events.MaxBudgetTotal))
 		m.BudgetTotal = 0
 	}
 	for _, f := range []struct {
@@ -468,7 +472,8 @@ func (s *source) boundBudget(id, rel string, m *manifest) {
 		v    **float64
 	}{{"budgetWarning", &m.BudgetWarning}, {"budgetAbort", &m.BudgetAbort}} {
 		if *f.v != nil && !events.BudgetFractionOK(**f.v) {
-			s.skip(id, rel, 0, 0, "%s %g is not a fraction in [0,1] (crewlog's run.create): taken as absent", f.name, **f.v)
+			s.skip(id, rel, 0, 0, "%s %g is not a fraction in [0,1] (crewlog's run.create): taken as absent",
+				f.name, **f.v)
 			*f.v = nil
 		}
 	}
@@ -561,33 +566,37 @@ func (s *source) parseTasks(id, rel string, b []byte) ([]task, error) {
 		}
 		switch {
 		case t.RunID != "" && t.RunID != id:
-			// NB: pi-crew names the run in every task record it writes (D§2.3, D§2.5: the manifest's runId, a shadow's
-			// too): a record naming another is another run's, copied in by a worker of this one, and read as this run's
-			// it recorded that run's task here, its status, usage and allocation with it, and under the id of a task of
-			// this run read first it stood for that task. Checked first, so that such a record takes no id from this
-			// run's own. A record naming no run is read as this one's, as for events and mailbox lines.
+			// NB: pi-crew names the run in every task record it writes (D§2.3, D§2.5: the manifest's runId, a
+			// shadow's too): a record naming another is another run's, copied in by a worker of this one, and read as
+			// this run's it recorded that run's task here, its status, usage and allocation with it, and under the id
+			// of a task of this run read first it stood for that task. Checked first, so that such a record takes no
+			// id from this run's own. A record naming no run is read as this one's, as for events and mailbox lines.
 			s.skip(id, rel, 0, 0, "task %d (%s) names run %q, not this one: skipped", i, clip(t.ID), clip(t.RunID))
 		case !runIDPattern.MatchString(t.ID):
 			s.skip(id, rel, 0, 0, "task %d has an unusable id %q", i, t.ID)
 		case events.TaskIDReserved(t.ID):
 			// NB: crewd's import.append refuses it, as task.create does: a task so named is never sent a message.
-			s.skip(id, rel, 0, 0, "task %d has the id %q, which names the run inbox, a group of tasks or the orchestrator: "+
-				"left out", i, t.ID)
+			s.skip(id, rel, 0, 0, "task %d has the id %q, which names the run inbox, a group of tasks or the "+
+				"orchestrator: left out", i, t.ID)
 		case seen[t.ID]:
 			s.skip(id, rel, 0, 0, "task %s appears twice: the first is kept", t.ID)
 		default:
 			if !events.DepthOK(t.Depth) {
 				// NB: a shadow's depth decides whether it may be given a credential (credential.issue refuses one
 				// at the depth limit) and how deep its own delegations are.
-				s.skip(id, rel, 0, 0, "task %s: depth %d is not 0..%d (crewlog's task.create): taken as absent", t.ID, t.Depth, events.MaxDepth)
+				s.skip(id, rel, 0, 0, "task %s: depth %d is not 0..%d (crewlog's task.create): taken as absent", t.ID,
+					t.Depth, events.MaxDepth)
 				t.Depth = 0
 			}
 			t.DependsOn = s.boundDependsOn(id, rel, t.ID, t.DependsOn)
-			if a := t.Allocation; a != nil && (!events.BudgetTotalOK(a.TokensGranted) || !events.SpendTokensOK(a.TokensSpent)) {
-				// NB: it becomes an allocation top-up, a budget.reserved crewd's import.append refuses with a spend above
-				// events.MaxUsageTokens, or a grant above events.MaxBudgetTotal (the budgetTotal a grant is seeded from).
-				s.skip(id, rel, 0, 0, "task %s: allocation of %d tokens granted, %d spent: a count below zero, a grant above "+
-					"%d or a spend above %d, the allocation is left out", t.ID, a.TokensGranted, a.TokensSpent,
+			if a := t.Allocation; a != nil && (!events.BudgetTotalOK(a.TokensGranted) ||
+				!events.SpendTokensOK(a.TokensSpent)) {
+				// NB: it becomes an allocation top-up, a budget.reserved crewd's import.append refuses with a spend
+				// above events.MaxUsageTokens, or a grant above events.MaxBudgetTotal (the budgetTotal a grant is
+				// seeded from).
+				s.skip(id, rel, 0, 0,
+					"task %s: allocation of %d tokens granted, %d spent: a count below zero, a grant above %d or a "+
+						"spend above %d, the allocation is left out", t.ID, a.TokensGranted, a.TokensSpent,
 					int64(events.MaxBudgetTotal), int64(events.MaxUsageTokens))
 				t.Allocation = nil
 			}
@@ -610,8 +619,9 @@ func (s *source) boundDependsOn(id, rel, taskID string, deps []string) []string 
 			taskID, n, events.MaxIDChars)
 	}
 	if !events.DependsOnCountOK(kept) {
-		s.skip(id, rel, 0, 0, "task %s: dependsOn lists %d tasks, more than %d (crewlog's task.create): the first %d are kept",
-			taskID, len(kept), events.MaxDependsOn, events.MaxDependsOn)
+		s.skip(id, rel, 0, 0,
+			"task %s: dependsOn lists %d tasks, more than %d (crewlog's task.create): the first %d are kept", taskID,
+			len(kept), events.MaxDependsOn, events.MaxDependsOn)
 		kept = kept[:events.MaxDependsOn]
 	}
 	return kept
@@ -631,7 +641,8 @@ func (s *source) readEvents(id string, files []string) []teamEvent {
 			}
 			if old, dup := bySeq[ev.Metadata.Seq]; dup {
 				if old.Type != ev.Type || old.TaskID != ev.TaskID || !bytes.Equal(old.Data, ev.Data) {
-					s.skip(id, s.rel(f), line, ev.Metadata.Seq, "seq already used by %s (%s) for another event: skipped", old.Type, old.line)
+					s.skip(id, s.rel(f), line, ev.Metadata.Seq,
+						"seq already used by %s (%s) for another event: skipped", old.Type, old.line)
 				}
 				return
 			}
@@ -675,10 +686,10 @@ func (s *source) parseEvent(id, rel string, line int, b []byte) (ev teamEvent, o
 		return ev, false
 	}
 	if ev.Metadata.Seq > math.MaxInt64 {
-		// NB: a foreign.imported keeps the seq as an int64, which one past it wrapped to a negative seq: a pi-crew client
-		// reading its own event back read another one.
-		s.skip(id, rel, line, ev.Metadata.Seq, "event %s: seq is past what crewlog records (at most %d): skipped", ev.Type,
-			int64(math.MaxInt64))
+		// NB: a foreign.imported keeps the seq as an int64, which one past it wrapped to a negative seq: a pi-crew
+		// client reading its own event back read another one.
+		s.skip(id, rel, line, ev.Metadata.Seq, "event %s: seq is past what crewlog records (at most %d): skipped",
+			ev.Type, int64(math.MaxInt64))
 		return ev, false
 	}
 	s.reportTimes(id, rel, line, ev.Metadata.Seq, "", "", &ev)
@@ -859,17 +870,17 @@ func (s *source) parseMessage(id, rel string, line int, b []byte) (m message, ok
 	if !events.ImportedIDOK(m.ID) {
 		// NB: not taken as absent, as another of its ids is: the id is the message (its delivery state, its
 		// acknowledgement and a second line of it name it so), and crewd's import.append refuses it.
-		s.skip(id, rel, line, 0, "message %s: its id is longer than %s, as no id crewlog records: skipped", clip(m.ID),
-			importedIDBound)
+		s.skip(id, rel, line, 0, "message %s: its id is longer than %s, as no id crewlog records: skipped",
+			clip(m.ID), importedIDBound)
 		return m, false
 	}
 	if m.RunID != "" && m.RunID != id {
 		// NB: pi-crew names the run in every line it appends (D§2.6, the manifest's runId, which its own reader
-		// requires): a line naming another is another run's, copied in by a worker of this one, and read as this run's
-		// it recorded that run's message here, delivered or acknowledged as this run's delivery.json says of its id.
-		// Skipped, its id is no message of this run: a delivery state under it records nothing (delivery), and a
-		// steering line under it gets a message of its own (steer). A line naming no run is read as this one's, as
-		// for events: a worker who can strip the name can as well write this run's.
+		// requires): a line naming another is another run's, copied in by a worker of this one, and read as this
+		// run's it recorded that run's message here, delivered or acknowledged as this run's delivery.json says of
+		// its id. Skipped, its id is no message of this run: a delivery state under it records nothing (delivery),
+		// and a steering line under it gets a message of its own (steer). A line naming no run is read as this one's,
+		// as for events: a worker who can strip the name can as well write this run's.
 		s.skip(id, rel, line, 0, "message %s names run %q, not this one: skipped", clip(m.ID), clip(m.RunID))
 		return m, false
 	}
@@ -915,8 +926,8 @@ func (s *source) boundMessageIDs(id, rel string, line int, m *message) {
 func (s *source) boundMessageWords(id, rel string, line int, m *message) {
 	for _, w := range events.MessageWords(&m.Kind, &m.Priority, &m.DeliveryMode) {
 		if !w.OK(*w.Value) {
-			s.skip(id, rel, line, 0, "message %s: %s %s is not one pi-crew writes: taken as absent", clip(m.ID), w.Name,
-				clip(*w.Value))
+			s.skip(id, rel, line, 0, "message %s: %s %s is not one pi-crew writes: taken as absent",
+				clip(m.ID), w.Name, clip(*w.Value))
 			*w.Value = ""
 		}
 	}

@@ -43,7 +43,8 @@ func TestArtifactsRootIsTheRunsOwn(t *testing.T) {
 	const ownSteer = "import:" + runA + ":steer:01_own:"
 	manifestRel := "state/runs/" + runA + "/manifest.json"
 	steeringRel := "artifacts/" + runA + "/steering"
-	ignored := "artifactsRoot names another directory than the run's own: ignored, steering files are read from artifacts/" + runA
+	ignored := "artifactsRoot names another directory than the run's own: ignored, steering files are read from " +
+		"artifacts/" + runA
 	for _, tc := range []struct {
 		name string
 		// set changes run A's files; the root holds run B's steers, and A's
@@ -66,7 +67,8 @@ func TestArtifactsRootIsTheRunsOwn(t *testing.T) {
 			set: func(t *testing.T, root string, a *picrewtest.Run) {
 				setArtifactsRoot(t, a, filepath.Join(root, "artifacts", runB))
 			}},
-		{name: "another run's, through the run's own", own: true, reported: map[string][]string{manifestRel: {ignored}},
+		{name: "another run's, through the run's own", own: true,
+			reported: map[string][]string{manifestRel: {ignored}},
 			set: func(t *testing.T, root string, a *picrewtest.Run) {
 				setArtifactsRoot(t, a, filepath.Join(root, "artifacts", runA)+"/../"+runB)
 			}},
@@ -106,7 +108,8 @@ func TestArtifactsRootIsTheRunsOwn(t *testing.T) {
 				} else {
 					require.Empty(t, steers, way)
 				}
-				require.Len(t, withPrefix(got, "import:"+runB+":steer:01_secret:"), 1, "%s: run B's steer is B's", way)
+				require.Len(t, withPrefix(got, "import:"+runB+":steer:01_secret:"), 1,
+					"%s: run B's steer is B's", way)
 			}
 			for way, skipped := range map[string][]Skipped{"import": skipped, "follow": reported} {
 				for _, rel := range []string{manifestRel, steeringRel} {
@@ -167,7 +170,8 @@ func TestReportsAreBounded(t *testing.T) {
 			if strings.Contains(s.Reason, "xxxxxxxx") {
 				long++
 			}
-			require.LessOrEqual(t, len(s.Reason), maxReason, "%s: a report of %d bytes: %.200s", name, len(s.Reason), s.Reason)
+			require.LessOrEqual(t, len(s.Reason), maxReason, "%s: a report of %d bytes: %.200s", name,
+				len(s.Reason), s.Reason)
 		}
 		want := 5 // the subId, the task id of an event and of tasks.json, the event's type, the manifest's run id
 		if name == "import" {

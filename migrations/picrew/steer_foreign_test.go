@@ -25,8 +25,8 @@ func TestASteeringLineUnderAnotherMailboxsMessageIsSkipped(t *testing.T) {
 	}
 	writeFiles(t, root, map[string]string{
 		"state/runs/" + run + "/manifest.json": manifestOf(run, "completed"),
-		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner","status":"completed"},` +
-			`{"id":"02_exec","stepId":"exec","role":"executor","status":"completed"}]`,
+		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner",` +
+			`"status":"completed"},{"id":"02_exec","stepId":"exec","role":"executor","status":"completed"}]`,
 		"state/runs/" + run + "/mailbox/inbox.jsonl":                msg("m_run", ""),
 		"state/runs/" + run + "/mailbox/tasks/01_plan/inbox.jsonl":  msg("steer_own", "01_plan"),
 		"state/runs/" + run + "/mailbox/tasks/02_exec/inbox.jsonl":  msg("steer_exec", "02_exec"),
@@ -46,8 +46,8 @@ func TestASteeringLineUnderAnotherMailboxsMessageIsSkipped(t *testing.T) {
 	require.NotContains(t, ids, "import:"+run+":steer:02_exec:steer_lone")
 	prefix := "artifacts/" + run + "/steering/"
 	require.Equal(t, []string{
-		prefix + `01_plan.jsonl:2: steer steer_exec of task 01_plan: its id is a message of 02_exec's mailbox: skipped ` +
-			`(a message id is its run's one message)`,
+		prefix + `01_plan.jsonl:2: steer steer_exec of task 01_plan: its id is a message of 02_exec's ` +
+			`mailbox: skipped (a message id is its run's one message)`,
 		prefix + `01_plan.jsonl:3: steer m_run of task 01_plan: its id is a message of the run's inbox: skipped ` +
 			`(a message id is its run's one message)`,
 		prefix + `01_plan.jsonl:4: steer m_out of task 01_plan: its id is a message of the run's inbox: skipped ` +

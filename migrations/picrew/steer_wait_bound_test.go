@@ -36,15 +36,15 @@ func TestAWorkerRewritingItsMailboxFilesHoldsNoSteeringLine(t *testing.T) {
 			require.NoError(t, os.WriteFile(tmp, b, 0o644))
 			require.NoError(t, os.Rename(tmp, filepath.Join(box, name)))
 		}},
-		"the last line read of a long inbox rewritten": {lines: 20, rewrite: func(t *testing.T, fl *Follower, box string,
-			i int) {
-			inbox := filepath.Join(box, "inbox.jsonl")
-			f, err := os.OpenFile(inbox, os.O_WRONLY, 0)
-			require.NoError(t, err)
-			_, err = f.WriteAt([]byte{byte('a' + i%2)}, fl.runs[runA].tails[inbox].offset-3) // a byte of its body
-			require.NoError(t, err)
-			require.NoError(t, f.Close())
-		}},
+		"the last line read of a long inbox rewritten": {lines: 20,
+			rewrite: func(t *testing.T, fl *Follower, box string, i int) {
+				inbox := filepath.Join(box, "inbox.jsonl")
+				f, err := os.OpenFile(inbox, os.O_WRONLY, 0)
+				require.NoError(t, err)
+				_, err = f.WriteAt([]byte{byte('a' + i%2)}, fl.runs[runA].tails[inbox].offset-3) // a byte of its body
+				require.NoError(t, err)
+				require.NoError(t, f.Close())
+			}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			root := newRoot(t)
@@ -58,15 +58,17 @@ func TestAWorkerRewritingItsMailboxFilesHoldsNoSteeringLine(t *testing.T) {
 					from, to = to, from
 				}
 				for i := range c.lines {
-					b, err := json.Marshal(map[string]any{"id": fmt.Sprintf("msg_%s_%06d", direction, i), "runId": runA,
-						"direction": direction, "from": from, "to": to, "taskId": "01_exec",
+					b, err := json.Marshal(map[string]any{"id": fmt.Sprintf("msg_%s_%06d", direction, i),
+						"runId": runA, "direction": direction, "from": from, "to": to, "taskId": "01_exec",
 						"body": strings.Repeat("b", maxTailRead/16), "createdAt": valuesAt, "status": "queued"})
 					require.NoError(t, err)
 					require.NoError(t, picrewtest.AppendRaw(filepath.Join(box, direction+".jsonl"), append(b, '\n')))
 				}
 			}
-			require.NoError(t, picrewtest.AppendRaw(filepath.Join(root.Dir, "artifacts", runA, "steering", "01_exec.jsonl"),
-				fmt.Appendf(nil, `{"type":"steer","message":"go on","id":"steer_000001_gone","ts":%d}`+"\n", valuesAt)))
+			require.NoError(t, picrewtest.AppendRaw(filepath.Join(root.Dir, "artifacts", runA, "steering",
+				"01_exec.jsonl"),
+				fmt.Appendf(nil, `{"type":"steer","message":"go on","id":"steer_000001_gone","ts":%d}`+
+					"\n", valuesAt)))
 
 			sink := newMemSink()
 			fl, pass, _ := stepFollower(t, root.Dir, sink)
@@ -116,7 +118,8 @@ func TestASteeringLineWaitsForItsMailboxAsItWasWhenHeld(t *testing.T) {
 			if c.message {
 				appendMessages(1, steerID)
 			}
-			require.NoError(t, picrewtest.AppendRaw(filepath.Join(root.Dir, "artifacts", runA, "steering", "01_exec.jsonl"),
+			require.NoError(t, picrewtest.AppendRaw(filepath.Join(root.Dir, "artifacts", runA, "steering",
+				"01_exec.jsonl"),
 				fmt.Appendf(nil, `{"type":"steer","message":"go on","id":%q,"ts":%d}`+"\n", steerID, valuesAt)))
 
 			sink := newMemSink()

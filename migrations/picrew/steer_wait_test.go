@@ -14,13 +14,13 @@ import (
 )
 
 // TestFollowedSteersAgreeWithTheImport: pi-crew's broker appends a steer's mailbox message, then its steering line
-// (D§2.7). A follower reading a steering line whose message it has not read yet lets it wait until every mailbox file
-// of the run has been read to its end once after the line was: in pi-crew's order the message is there by then, and
-// the pair is recorded as the one-shot import of the same files records it. It waited a time (SettleAfter) instead:
-// a mailbox read over more passes than that (a follower catching up on a large one) had the line given a message of
-// its own, and the mailbox line, read later, was dropped without a line saying so, its delivery states with it,
-// where the import records both. A mailbox line that comes after its steering line is found by the wait when it
-// comes before the mailbox is read again; one that comes later still is recorded too, and reported: the writes are
+// (D§2.7). A follower reading a steering line whose message it has not read yet lets it wait until every mailbox
+// file of the run has been read to its end once after the line was: in pi-crew's order the message is there by then,
+// and the pair is recorded as the one-shot import of the same files records it. It waited a time (SettleAfter)
+// instead: a mailbox read over more passes than that (a follower catching up on a large one) had the line given a
+// message of its own, and the mailbox line, read later, was dropped without a line saying so, its delivery states
+// with it, where the import records both. A mailbox line that comes after its steering line is found by the wait when
+// it comes before the mailbox is read again; one that comes later still is recorded too, and reported: the writes are
 // those of the import, the steer's own message standing for the line's (docs/picrew.md). A line whose message is
 // gone is given one of its own after the wait, as the import gives it.
 func TestFollowedSteersAgreeWithTheImport(t *testing.T) {
@@ -48,7 +48,8 @@ func TestFollowedSteersAgreeWithTheImport(t *testing.T) {
 			if c.afterPass == 0 {
 				appendMessage()
 			}
-			require.NoError(t, picrewtest.AppendRaw(filepath.Join(root.Dir, "artifacts", runA, "steering", "01_exec.jsonl"),
+			require.NoError(t, picrewtest.AppendRaw(filepath.Join(root.Dir, "artifacts", runA, "steering",
+				"01_exec.jsonl"),
 				fmt.Appendf(nil, `{"type":"steer","message":"go on","id":%q,"ts":%d}`+"\n", steerID, valuesAt)))
 
 			sink := newMemSink()
@@ -72,8 +73,10 @@ func TestFollowedSteersAgreeWithTheImport(t *testing.T) {
 				require.Empty(t, late)
 				return
 			}
-			require.Equal(t, []string{steer}, differingWrites(t, root.Dir, sink), "the steer's write carries its message")
-			require.Equal(t, []string{"state/runs/" + runA + "/mailbox/tasks/01_exec/inbox.jsonl:1: message " + steerID +
+			require.Equal(t, []string{steer}, differingWrites(t, root.Dir, sink),
+				"the steer's write carries its message")
+			require.Equal(t, []string{"state/runs/" + runA +
+				"/mailbox/tasks/01_exec/inbox.jsonl:1: message " + steerID +
 				": read after its steering line, which was given a message of its own that stands: recorded too, " +
 				"with its delivery states"}, late)
 		})

@@ -126,7 +126,8 @@ func (fsys *crewRoot) resumable(p string, c events.ImportCheckpoint) (ok bool, w
 	case size < c.Offset:
 		return false, fmt.Sprintf("truncated since the last import (%d bytes, %d were read)", size, c.Offset)
 	case c.LastLineHash == "":
-		return false, fmt.Sprintf("read to within or just after a line longer than %d bytes, which cannot be checked", maxTailRead)
+		return false, fmt.Sprintf("read to within or just after a line longer than %d bytes, which cannot "+
+			"be checked", maxTailRead)
 	}
 	last, err := fsys.lastLine(p, c.Offset)
 	if err != nil || lineHash(last) != c.LastLineHash {

@@ -109,5 +109,6 @@ func TestFollowerReadsAFinishedRunsWholeFileOncePerChange(t *testing.T) {
 	var sink *memSink
 	n := allocatedBy(func() { sink, _ = followPasses(t, root.Dir, passes) })
 	require.Contains(t, mustImported(sink), "import:"+runA+":reconcile:run:completed", "the run was reconciled")
-	require.Less(t, n, uint64(2*size), "%d passes over a finished run with a tasks.json of %d bytes allocated %d", passes, size, n)
+	require.Less(t, n, uint64(2*size), "%d passes over a finished run with a tasks.json of %d bytes allocated %d",
+		passes, size, n)
 }

@@ -39,8 +39,8 @@ func TestImportedTaskIDsAreOnesTaskCreateTakes(t *testing.T) {
 		`task 2 has the id "group", which names the run inbox, a group of tasks or the orchestrator: left out`,
 		`task 3 has the id "orchestrator", which names the run inbox, a group of tasks or the orchestrator: left out`,
 		`(seq 1): task.started names task "parent", not a workflow task of tasks.json: skipped`,
-		`(seq 3): delegate.admitted for "group": an id that names the run inbox, a group of tasks or the orchestrator: skipped`,
-		`(seq 4): delegate.requested names no task: skipped`,
+		`(seq 3): delegate.admitted for "group": an id that names the run inbox, a group of tasks or the ` +
+			`orchestrator: skipped`, `(seq 4): delegate.requested names no task: skipped`,
 		`(seq 5): ask.requested names no task: skipped`,
 	} {
 		require.Contains(t, all, want)

@@ -23,8 +23,8 @@ func TestAnotherRunsTaskIsNotThisRuns(t *testing.T) {
 	run := timesRunCreated
 	record := func(id, runID, step, status string) string {
 		return fmt.Sprintf(`{"id":%q,%s%s"role":"executor","agent":"executor","status":%q,"cwd":"/srv/app",`+
-			`"dependsOn":[],"finishedAt":1790928000000,"usage":{"input":7,"output":7}}`, id, optionalField("runId", runID),
-			optionalField("stepId", step), status)
+			`"dependsOn":[],"finishedAt":1790928000000,"usage":{"input":7,"output":7}}`, id,
+			optionalField("runId", runID), optionalField("stepId", step), status)
 	}
 	records := []string{
 		record("01_plan", runA, "plan", "failed"), // another run's task of this id, before this run's own
@@ -48,7 +48,8 @@ func TestAnotherRunsTaskIsNotThisRuns(t *testing.T) {
 		s := stateOf(t, l)
 		st, ok := s.TaskStatus(run, "01_plan")
 		require.True(t, ok, name)
-		require.Equal(t, projections.TaskCompleted, st, "%s: this run's own task, not another run's under its id", name)
+		require.Equal(t, projections.TaskCompleted, st,
+			"%s: this run's own task, not another run's under its id", name)
 		st, ok = s.TaskStatus(run, "03_unnamed")
 		require.True(t, ok, "%s: a task naming no run is this run's", name)
 		require.Equal(t, projections.TaskCompleted, st, name)

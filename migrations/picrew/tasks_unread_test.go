@@ -21,7 +21,9 @@ func TestATasksFileNotReadLeavesTheRunWithoutTasks(t *testing.T) {
 		reason string
 	}{
 		"does not decode": {
-			write: func(t *testing.T, p string) { require.NoError(t, os.WriteFile(p, []byte(`[{"id":"01_plan",`), 0o644)) },
+			write: func(t *testing.T, p string) {
+				require.NoError(t, os.WriteFile(p, []byte(`[{"id":"01_plan",`), 0o644))
+			},
 			reason: "tasks.json does not decode, the run has no tasks (they come from tasks.json only): " +
 				"unexpected end of JSON input",
 		},

@@ -25,23 +25,30 @@ func writeLongTexts(t *testing.T, dir string) {
 	run := "state/runs/" + textsRun
 	q := func(s string) string { return `"` + s + `"` }
 	files := map[string]string{
-		run + "/manifest.json": `{"runId":"` + textsRun + `","team":` + q(long(commands.MaxIDChars+1)) + `,"workflow":"implement",` +
-			`"goal":` + q(strings.Repeat("g", commands.MaxBodyChars+1)) + `,"status":"completed","createdAt":1790928000000,` +
-			`"updatedAt":1790928060000,"cwd":` + q(long(commands.MaxCwdChars+1)) + `}`,
-		run + "/tasks.json": `[{"id":"01_build","stepId":"build","role":"executor","agent":"executor","title":` +
-			q(long(commands.MaxTitleChars+1)) + `,"status":"failed","error":` + q(strings.Repeat("e", commands.MaxStatusTextChars+1)) +
+		run + "/manifest.json": `{"runId":"` + textsRun + `","team":` + q(long(commands.MaxIDChars+1)) +
+			`,"workflow":"implement","goal":` + q(strings.Repeat("g", commands.MaxBodyChars+1)) +
+			`,"status":"completed","createdAt":1790928000000,"updatedAt":1790928060000,"cwd":` +
+			q(long(commands.MaxCwdChars+1)) + `}`, run + "/tasks.json": `[{"id":"01_build","stepId":"build",` +
+			`"role":"executor","agent":"executor","title":` +
+			q(long(commands.MaxTitleChars+1)) + `,"status":"failed","error":` +
+			q(strings.Repeat("e", commands.MaxStatusTextChars+1)) +
 			`,"startedAt":1790928001000,"finishedAt":1790928050000}]`,
 		run + "/events.jsonl": strings.Join([]string{
 			`{"time":1790928001000,"type":"task.started","taskId":"01_build","metadata":{"seq":1}}`,
-			`{"time":1790928002000,"type":"ask.requested","taskId":"01_build","message":` + q(long(commands.MaxQuestionChars+1)) +
+			`{"time":1790928002000,"type":"ask.requested","taskId":"01_build","message":` +
+				q(long(commands.MaxQuestionChars+1)) +
 				`,"data":{"questionId":"q1"},"metadata":{"seq":2}}`,
-			`{"time":1790928003000,"type":"delegate.rejected","taskId":"01_build","data":{"reason":"depth-exceeded","message":` +
+			`{"time":1790928003000,"type":"delegate.rejected","taskId":"01_build",` +
+				`"data":{"reason":"depth-exceeded","message":` +
 				q(long(120+1)) + `},"metadata":{"seq":3}}`,
-			`{"time":1790928060000,"type":"run.failed","message":` + q(long(commands.MaxStatusTextChars/4)) + `,"metadata":{"seq":4}}`,
+			`{"time":1790928060000,"type":"run.failed","message":` + q(long(commands.MaxStatusTextChars/4)) +
+				`,"metadata":{"seq":4}}`,
 		}, "\n") + "\n",
-		run + "/mailbox/tasks/01_build/inbox.jsonl": `{"id":"m1","direction":"inbox","from":"orchestrator","taskId":"01_build","body":` +
+		run + "/mailbox/tasks/01_build/inbox.jsonl": `{"id":"m1","direction":"inbox","from":"orchestrator",` +
+			`"taskId":"01_build","body":` +
 			q(strings.Repeat("b", commands.MaxBodyChars+1)) + `,"createdAt":1790928004000,"status":"queued"}` + "\n",
-		"artifacts/" + textsRun + "/steering/01_build.jsonl": `{"type":"steer","id":"s1","message":` + q(long(commands.MaxSteerChars+1)) +
+		"artifacts/" + textsRun + "/steering/01_build.jsonl": `{"type":"steer","id":"s1","message":` +
+			q(long(commands.MaxSteerChars+1)) +
 			`,"ts":1790928005000}` + "\n",
 	}
 	for p, b := range files {
@@ -80,14 +87,16 @@ func TestLongTextsAreCutToWhatCommandsRecord(t *testing.T) {
 				cut[what] = n
 			}
 			if q, ok := p.(*events.AskRequested); ok {
-				require.True(t, strings.HasPrefix(q.Question, "éé") && strings.HasSuffix(q.Question, "é… [clipped: 8193 chars in pi-crew's files]"), "%.32q", q.Question)
+				require.True(t, strings.HasPrefix(q.Question, "éé") && strings.HasSuffix(q.Question,
+					"é… [clipped: 8193 chars in pi-crew's files]"), "%.32q", q.Question)
 			}
 		}
 	})
 	require.Equal(t, map[string]int{
-		"run.created team": commands.MaxIDChars, "run.created goal": commands.MaxBodyChars, "run.created cwd": commands.MaxCwdChars,
-		"task.created title": commands.MaxTitleChars, "ask.requested question": commands.MaxQuestionChars,
-		"delegate.rejected message": 120, "mailbox.appended body m1": commands.MaxBodyChars,
+		"run.created team": commands.MaxIDChars, "run.created goal": commands.MaxBodyChars,
+		"run.created cwd": commands.MaxCwdChars, "task.created title": commands.MaxTitleChars,
+		"ask.requested question": commands.MaxQuestionChars, "delegate.rejected message": 120,
+		"mailbox.appended body m1": commands.MaxBodyChars,
 		"mailbox.appended body s1": commands.MaxSteerChars,
 		"task.failed error":        commands.MaxStatusTextChars,
 	}, cut, "each long text is cut to its bound, whole")

@@ -124,6 +124,7 @@ func jsonName(f reflect.StructField) string {
 // ("task 01_plan: ") and prefix where the times sit in it ("data.").
 func (s *source) reportTimes(run, rel string, line int, seq uint64, what, prefix string, rec any) {
 	for _, d := range damagedTimes(rec) {
-		s.skip(run, rel, line, seq, "%s%s%s is not a time crewlog records (%s): taken as absent", what, prefix, d, timeRange)
+		s.skip(run, rel, line, seq, "%s%s%s is not a time crewlog records (%s): taken as absent", what, prefix,
+			d, timeRange)
 	}
 }

@@ -53,7 +53,8 @@ func TestFlexTime(t *testing.T) {
 			var rec struct {
 				At flexTime `json:"at"`
 			}
-			require.NoError(t, json.Unmarshal([]byte(`{"at":`+tc.in+`}`), &rec), "a damaged time is not a damaged record")
+			require.NoError(t, json.Unmarshal([]byte(`{"at":`+tc.in+`}`), &rec),
+				"a damaged time is not a damaged record")
 			require.Equal(t, tc.ms, rec.At.ms)
 			if tc.bad {
 				require.Equal(t, []string{"at " + tc.in}, damagedTimes(&rec))
@@ -69,7 +70,8 @@ func TestFlexTime(t *testing.T) {
 func TestTimeRangeIsWhatTheDaemonTakes(t *testing.T) {
 	decide := func(ms int64) error {
 		_, err := commands.Decide(projections.New(), &commands.Import{Source: events.ForeignSourcePicrew, RunID: "r1",
-			Events: []commands.ImportedEvent{{Type: events.TypeRunCreated, TimeMs: ms, Payload: &events.RunCreated{}}}},
+			Events: []commands.ImportedEvent{{Type: events.TypeRunCreated, TimeMs: ms,
+				Payload: &events.RunCreated{}}}},
 			commands.Env{Now: 1, CommandID: "c1", NewID: func() string { return "x" }})
 		return err
 	}
@@ -98,24 +100,32 @@ const timesClockMs = 1791000000000
 // place pi-crew writes one, and the reports each must give.
 func writeDamagedTimes(t *testing.T, dir, run, createdAt string) (want []string) {
 	files := map[string]string{
-		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
-			`"status":"completed","createdAt":` + createdAt + `,"updatedAt":"9999-12-31T23:59:59.999Z","cwd":"/srv/app"}`,
-		"state/runs/" + run + "/tasks.json": `[` +
-			`{"id":"01_plan","stepId":"plan","role":"planner","agent":"planner","status":"completed","startedAt":-5,"finishedAt":"0001-01-01T00:00:00Z","usage":{"input":3}},` +
-			`{"id":"02_ask","stepId":"ask","role":"explorer","status":"waiting","waiting":{"questionId":"q1","askedAt":1e300,"deadline":"2300-01-01T00:00:00Z"}}]`,
+		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement",` +
+			`"goal":"g","status":"completed","createdAt":` + createdAt + `,"updatedAt":"9999-12-31T23:59:59.999Z",` +
+			`"cwd":"/srv/app"}`, "state/runs/" + run + "/tasks.json": `[` +
+			`{"id":"01_plan","stepId":"plan","role":"planner","agent":"planner","status":"completed",` +
+			`"startedAt":-5,"finishedAt":"0001-01-01T00:00:00Z","usage":{"input":3}},{"id":"02_ask","stepId":"ask",` +
+			`"role":"explorer","status":"waiting","waiting":{"questionId":"q1","askedAt":1e300,` +
+			`"deadline":"2300-01-01T00:00:00Z"}}]`,
 		"state/runs/" + run + "/events.jsonl": strings.Join([]string{
 			`{"time":1e300,"type":"run.running","metadata":{"seq":1}}`,
 			`{"time":"2300-01-01T00:00:00Z","type":"task.started","taskId":"01_plan","metadata":{"seq":2}}`,
-			`{"time":1790928000000,"type":"ask.requested","taskId":"02_ask","message":"which?","data":{"questionId":"q1","deadline":1e19},"metadata":{"seq":3}}`,
+			`{"time":1790928000000,"type":"ask.requested","taskId":"02_ask","message":"which?",` +
+				`"data":{"questionId":"q1","deadline":1e19},"metadata":{"seq":3}}`,
 			`{"time":true,"type":"task.progress","taskId":"01_plan","data":{"n":1},"metadata":{"seq":4}}`,
-			`{"time":1790928000000,"type":"delegate.admitted","taskId":"01_plan","data":{"subId":"gc-` + run + `","reservedTokens":10,"timeoutSec":1e308},"metadata":{"seq":5}}`,
-			`{"time":-1,"type":"task.completed","taskId":"01_plan","metadata":{"seq":6}}`,
-			`{"time":1790928000000,"type":"task.waiting","taskId":"02_ask","data":{"questionId":"q1","deadline":"2026-13-40T99:00:00Z"},"metadata":{"seq":7}}`,
+			`{"time":1790928000000,"type":"delegate.admitted","taskId":"01_plan","data":{"subId":"gc-` +
+				run + `","reservedTokens":10,"timeoutSec":1e308},"metadata":{"seq":5}}`,
+			`{"time":-1,"type":"task.completed","taskId":"01_plan","metadata":{"seq":6}}`, `{"t` +
+				`ime":1790928000000,"type":"task.waiting","taskId":"02_ask",` +
+				`"data":{"questionId":"q1","deadline":"2026-13-40T99:00:00Z"},` +
+				`"metadata":{"seq":7}}`,
 			`{"time":"not a time","type":"run.completed","metadata":{"seq":8}}`,
 		}, "\n") + "\n",
-		"state/runs/" + run + "/mailbox/tasks/01_plan/inbox.jsonl": `{"id":"m1","direction":"inbox","from":"orchestrator","taskId":"01_plan","body":"hi","createdAt":"yesterday","status":"queued"}` + "\n",
-		"state/runs/" + run + "/mailbox/delivery.json":             `{"messages":{"m1":"acknowledged"}}`,
-		"artifacts/" + run + "/steering/01_plan.jsonl":             `{"type":"steer","message":"go","ts":1e20}` + "\n",
+		"state/runs/" + run + "/mailbox/tasks/01_plan/inbox.jsonl": `{"id":"m1","direction":"inbox",` +
+			`"from":"orchestrator","taskId":"01_plan","body":"hi","createdAt":"yesterday","status":"queued"}` + "\n",
+		"state/runs/" + run + "/mailbox/delivery.json": `{"messages":{"m1":"acknowledged"}}`,
+		"artifacts/" + run + "/steering/01_plan.jsonl": `{"type":"steer","message":"go",` +
+			`"ts":1e20}` + "\n",
 	}
 	for p, b := range files {
 		full := filepath.Join(dir, filepath.FromSlash(p))
@@ -157,7 +167,8 @@ func (s engineSink) Import(ctx context.Context, ws []Write) ([]WriteResult, erro
 	for i, w := range ws {
 		cmd := &commands.Import{Source: events.ForeignSourcePicrew, RunID: w.RunID}
 		for _, it := range w.Items {
-			cmd.Events = append(cmd.Events, commands.ImportedEvent{Type: it.Type, TimeMs: it.TimeMs, Payload: it.Payload})
+			cmd.Events = append(cmd.Events, commands.ImportedEvent{Type: it.Type, TimeMs: it.TimeMs,
+				Payload: it.Payload})
 		}
 		reqs[i] = commands.Request{Principal: events.EnginePrincipal(), CommandID: w.ID,
 			Actor: events.Actor{Role: events.RoleAdmin}, Command: cmd}
@@ -185,7 +196,8 @@ func recorded(t *testing.T, l *eventlog.Log) map[string][]string {
 	forEachEvent(t, l, func(ev *eventlog.Event) {
 		if ev.Stream != events.ImportStream && ev.Stream != events.EngineStream {
 			out[ev.CommandID] = append(out[ev.CommandID], fmt.Sprintf("%s %s v%d at %d by %s/%s (%s) %x",
-				ev.Stream, ev.Type, ev.SchemaVersion, ev.Time, ev.ActorRole, ev.ActorTask, ev.CorrelationID, ev.Payload))
+				ev.Stream, ev.Type, ev.SchemaVersion, ev.Time, ev.ActorRole, ev.ActorTask, ev.CorrelationID,
+				ev.Payload))
 		}
 	})
 	return out
@@ -206,7 +218,8 @@ func forEachEvent(t testing.TB, l *eventlog.Log, fn func(*eventlog.Event)) {
 // importedTwice imports root with the one-shot import and with a follower through the daemon's engine, both on
 // clock, requires that the daemon refused none of the follower's writes and that both reported the same lines, and
 // returns the two stores and those lines, sorted.
-func importedTwice(t *testing.T, root string, clock func() time.Time) (one, followed *eventlog.Log, reports []string) {
+func importedTwice(t *testing.T, root string, clock func() time.Time) (one, followed *eventlog.Log,
+	reports []string) {
 	t.Helper()
 	one = openFuzzStore(t)
 	t.Cleanup(func() { one.Close() })
@@ -225,8 +238,10 @@ func importedTwice(t *testing.T, root string, clock func() time.Time) (one, foll
 	var followReports []string
 	// NB: a crewd whose frame cap takes the longest text a command records (a task's error), as the engine takes
 	// the follower's writes without its socket.
-	fl := NewFollower(root, engineSink{eng}, &FollowOptions{SettleAfter: time.Nanosecond, CheckpointEvery: time.Nanosecond,
-		MaxBatchBytes: 2 << 20, Report: func(s Skipped) { followReports = append(followReports, s.String()) }})
+	fl := NewFollower(root, engineSink{eng}, &FollowOptions{SettleAfter: time.Nanosecond,
+		CheckpointEvery: time.Nanosecond, MaxBatchBytes: 2 << 20, Report: func(s Skipped) {
+			followReports = append(followReports, s.String())
+		}})
 	fl.cks = map[string]events.ImportCheckpoint{} // what Run loads first: no checkpoint yet
 	runsDir := filepath.Join(root, "state", "runs")
 	for range 3 {
@@ -288,11 +303,14 @@ func TestUntimedAdmissionDeadlineImportAndFollowAgree(t *testing.T) {
 			createdAt = fmt.Sprintf(`,"createdAt":%d`, created)
 		}
 		files := map[string]string{
-			"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
-				`"status":"running","cwd":"/srv/app"` + createdAt + `}`,
-			"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner","agent":"planner","status":"running"}]`,
-			"state/runs/" + run + "/events.jsonl": `{"type":"task.started","taskId":"01_plan","metadata":{"seq":1}}` + "\n" +
-				`{"type":"delegate.admitted","taskId":"01_plan","data":{"subId":"gc-` + run + `","reservedTokens":10,"timeoutSec":60},"metadata":{"seq":2}}` + "\n",
+			"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement",` +
+				`"goal":"g","status":"running","cwd":"/srv/app"` + createdAt + `}`,
+			"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner",` +
+				`"agent":"planner","status":"running"}]`,
+			"state/runs/" + run + "/events.jsonl": `{"type":"task.started","taskId":"01_plan",` +
+				`"metadata":{"seq":1}}` + "\n" +
+				`{"type":"delegate.admitted","taskId":"01_plan","data":{"subId":"gc-` + run +
+				`","reservedTokens":10,"timeoutSec":60},"metadata":{"seq":2}}` + "\n",
 		}
 		for p, b := range files {
 			full := filepath.Join(root, filepath.FromSlash(p))
@@ -319,7 +337,8 @@ func TestUntimedAdmissionDeadlineImportAndFollowAgree(t *testing.T) {
 			require.NoError(t, err)
 			at := runs[ev.Stream]
 			require.Equal(t, at*1e6, ev.Time, "%s: %s: recorded at", name, ev.Stream)
-			require.Equal(t, at+60_000, p.(*events.DelegateAdmitted).Deadline, "%s: %s: the deadline counts from it", name, ev.Stream)
+			require.Equal(t, at+60_000, p.(*events.DelegateAdmitted).Deadline,
+				"%s: %s: the deadline counts from it", name, ev.Stream)
 			admitted[ev.Stream] = true
 		})
 		require.Len(t, admitted, len(runs), name)
@@ -337,12 +356,15 @@ func TestAdmissionTimeoutIsADelegationsBound(t *testing.T) {
 	root := t.TempDir()
 	run := timesRunCreated
 	files := map[string]string{
-		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
-			`"status":"running","cwd":"/srv/app","createdAt":1790928000000}`,
-		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner","agent":"planner","status":"running"}]`,
-		"state/runs/" + run + "/events.jsonl": fmt.Sprintf(`{"time":%d,"type":"task.started","taskId":"01_plan","metadata":{"seq":1}}`, at) + "\n" +
-			fmt.Sprintf(`{"time":%d,"type":"delegate.admitted","taskId":"01_plan","data":{"subId":"s1","timeoutSec":1e9},"metadata":{"seq":2}}`, at) + "\n" +
-			fmt.Sprintf(`{"time":%d,"type":"delegate.admitted","taskId":"01_plan","data":{"subId":"s2","timeoutSec":86400},"metadata":{"seq":3}}`, at) + "\n",
+		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement",` +
+			`"goal":"g","status":"running","cwd":"/srv/app","createdAt":1790928000000}`,
+		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner","agent":"planner",` +
+			`"status":"running"}]`, "state/runs/" + run + "/events.jsonl": fmt.Sprintf(`{"time":%d,`+
+			`"type":"task.started","taskId":"01_plan","metadata":{"seq":1}}`, at) + "\n" +
+			fmt.Sprintf(`{"time":%d,"type":"delegate.admitted","taskId":"01_plan","data":{"subId":"s1",`+
+				`"timeoutSec":1e9},"metadata":{"seq":2}}`, at) + "\n" +
+			fmt.Sprintf(`{"time":%d,"type":"delegate.admitted","taskId":"01_plan","data":{"subId":"s2",`+
+				`"timeoutSec":86400},"metadata":{"seq":3}}`, at) + "\n",
 	}
 	for p, b := range files {
 		full := filepath.Join(root, filepath.FromSlash(p))
@@ -362,7 +384,8 @@ func TestAdmissionTimeoutIsADelegationsBound(t *testing.T) {
 				deadlines[p.(*events.DelegateAdmitted).SubID] = p.(*events.DelegateAdmitted).Deadline
 			}
 		})
-		require.Equal(t, map[string]int64{"s1": at + defaultTimeoutSec*1000, "s2": at + events.MaxTimeoutSec*1000}, deadlines, name)
+		require.Equal(t, map[string]int64{"s1": at + defaultTimeoutSec*1000, "s2": at + events.MaxTimeoutSec*1000},
+			deadlines, name)
 	}
 }
 
@@ -378,16 +401,22 @@ func TestAskDeadlineIsPicrewsClamp(t *testing.T) {
 	run := timesRunCreated
 	far, near := int64(9e12), at+600_000
 	files := map[string]string{
-		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
-			`"status":"running","cwd":"/srv/app","createdAt":1790928000000}`,
-		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner","agent":"planner","status":"waiting"},` +
-			`{"id":"02_exec","stepId":"exec","role":"executor","agent":"executor","status":"waiting"}]`,
-		"state/runs/" + run + "/events.jsonl": fmt.Sprintf(`{"time":%d,"type":"task.started","taskId":"01_plan","metadata":{"seq":1}}`, at) + "\n" +
-			fmt.Sprintf(`{"time":%d,"type":"task.waiting","taskId":"01_plan","data":{"questionId":"q1","deadline":%d},"metadata":{"seq":2}}`, at, far) + "\n" +
-			fmt.Sprintf(`{"time":%d,"type":"ask.requested","taskId":"01_plan","message":"?","data":{"questionId":"q1","deadline":%d},"metadata":{"seq":3}}`, at, far) + "\n" +
+		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement",` +
+			`"goal":"g","status":"running","cwd":"/srv/app","createdAt":1790928000000}`,
+		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner","agent":"planner",` +
+			`"status":"waiting"},{"id":"02_exec","stepId":"exec","role":"executor","agent":"executor",` +
+			`"status":"waiting"}]`, "state/runs/" + run +
+			"/events.jsonl": fmt.Sprintf(`{"time":%d,"type":"task.started","taskId":"01_plan",`+
+			`"metadata":{"seq":1}}`, at) + "\n" +
+			fmt.Sprintf(`{"time":%d,"type":"task.waiting","taskId":"01_plan","data":{"questionId":"q1",`+
+				`"deadline":%d},"metadata":{"seq":2}}`, at, far) + "\n" +
+			fmt.Sprintf(`{"time":%d,"type":"ask.requested","taskId":"01_plan","message":"?",`+
+				`"data":{"questionId":"q1","deadline":%d},"metadata":{"seq":3}}`, at, far) + "\n" +
 			fmt.Sprintf(`{"time":%d,"type":"task.started","taskId":"02_exec","metadata":{"seq":4}}`, at) + "\n" +
-			fmt.Sprintf(`{"time":%d,"type":"task.waiting","taskId":"02_exec","data":{"questionId":"q2","deadline":%d},"metadata":{"seq":5}}`, at, near) + "\n" +
-			fmt.Sprintf(`{"time":%d,"type":"ask.requested","taskId":"02_exec","message":"?","data":{"questionId":"q2","deadline":%d},"metadata":{"seq":6}}`, at, near) + "\n",
+			fmt.Sprintf(`{"time":%d,"type":"task.waiting","taskId":"02_exec","data":{"questionId":"q2",`+
+				`"deadline":%d},"metadata":{"seq":5}}`, at, near) + "\n" +
+			fmt.Sprintf(`{"time":%d,"type":"ask.requested","taskId":"02_exec","message":"?",`+
+				`"data":{"questionId":"q2","deadline":%d},"metadata":{"seq":6}}`, at, near) + "\n",
 	}
 	for p, b := range files {
 		full := filepath.Join(root, filepath.FromSlash(p))
@@ -441,13 +470,18 @@ func TestFutureTimesDoNotStretchDeadlines(t *testing.T) {
 	root := t.TempDir()
 	run := timesRunCreated
 	files := map[string]string{
-		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
+		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement",` +
+			`"goal":"g",` +
 			fmt.Sprintf(`"status":"running","cwd":"/srv/app","createdAt":%d}`, created),
-		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner","agent":"planner","status":"running"}]`,
-		"state/runs/" + run + "/events.jsonl": fmt.Sprintf(`{"time":%d,"type":"task.started","taskId":"01_plan","metadata":{"seq":1}}`, created) + "\n" +
-			fmt.Sprintf(`{"time":%d,"type":"delegate.admitted","taskId":"01_plan","data":{"subId":"s1","timeoutSec":60},"metadata":{"seq":2}}`, ahead) + "\n" +
-			fmt.Sprintf(`{"time":%d,"type":"ask.requested","taskId":"01_plan","message":"?","data":{"questionId":"q1","deadline":%d},"metadata":{"seq":3}}`, ahead, ahead+600_000) + "\n" +
-			fmt.Sprintf(`{"time":%d,"type":"delegate.admitted","taskId":"01_plan","data":{"subId":"s2","timeoutSec":60},"metadata":{"seq":4}}`, int64(maxTimeMs)-1_000) + "\n",
+		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner","agent":"planner",` +
+			`"status":"running"}]`, "state/runs/" + run + "/events.jsonl": fmt.Sprintf(`{"time":%d,`+
+			`"type":"task.started","taskId":"01_plan","metadata":{"seq":1}}`, created) + "\n" +
+			fmt.Sprintf(`{"time":%d,"type":"delegate.admitted","taskId":"01_plan","data":{"subId":"s1",`+
+				`"timeoutSec":60},"metadata":{"seq":2}}`, ahead) + "\n" +
+			fmt.Sprintf(`{"time":%d,"type":"ask.requested","taskId":"01_plan","message":"?",`+
+				`"data":{"questionId":"q1","deadline":%d},"metadata":{"seq":3}}`, ahead, ahead+600_000) + "\n" +
+			fmt.Sprintf(`{"time":%d,"type":"delegate.admitted","taskId":"01_plan","data":{"subId":"s2",`+
+				`"timeoutSec":60},"metadata":{"seq":4}}`, int64(maxTimeMs)-1_000) + "\n",
 	}
 	for p, b := range files {
 		full := filepath.Join(root, filepath.FromSlash(p))

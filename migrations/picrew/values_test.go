@@ -40,7 +40,8 @@ func valuesClock() time.Time { return time.UnixMilli(timesClockMs) }
 
 // eventLine is one line of events.jsonl at valuesAt: event typ of task with data (a JSON object) and seq.
 func eventLine(seq int, typ, task, data string) string {
-	return fmt.Sprintf(`{"time":%d,"type":"%s","taskId":"%s","message":"?","data":%s,"metadata":{"seq":%d}}`, valuesAt, typ, task, data, seq) + "\n"
+	return fmt.Sprintf(`{"time":%d,"type":"%s","taskId":"%s","message":"?","data":%s,"metadata":{"seq":%d}}`,
+		valuesAt, typ, task, data, seq) + "\n"
 }
 
 // stateOf is the projection state l folds to.
@@ -54,7 +55,8 @@ func stateOf(t *testing.T, l *eventlog.Log) *projections.State {
 func expireAll(t *testing.T, s *projections.State, name string) {
 	const later = int64(9e12)
 	for i, c := range commands.DueExpiries(s, later) {
-		d, err := commands.Decide(s, c, commands.Env{Now: later * 1e6, CommandID: fmt.Sprint("expire-", i), NewID: func() string { return "x" }})
+		d, err := commands.Decide(s, c, commands.Env{Now: later * 1e6, CommandID: fmt.Sprint("expire-", i),
+			NewID: func() string { return "x" }})
 		require.NoError(t, err, name)
 		for _, ev := range d.Events {
 			projections.Apply(s, ev)
@@ -71,11 +73,12 @@ func TestImportedUsageIsACount(t *testing.T) {
 	root := t.TempDir()
 	run := timesRunCreated
 	task := func(id, usage string) string {
-		return `{"id":"` + id + `","stepId":"` + id + `","role":"executor","status":"completed","usage":` + usage + `}`
+		return `{"id":"` + id + `","stepId":"` + id +
+			`","role":"executor","status":"completed","usage":` + usage + `}`
 	}
 	writeFiles(t, root, map[string]string{
-		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
-			`"status":"completed","cwd":"/srv/app","createdAt":1790928000000,"budgetTotal":100000}`,
+		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement",` +
+			`"goal":"g","status":"completed","cwd":"/srv/app","createdAt":1790928000000,"budgetTotal":100000}`,
 		"state/runs/" + run + "/tasks.json": `[` + strings.Join([]string{
 			task("01_plan", `{"input":1000,"output":200,"cacheRead":50,"cost":0.25,"turns":3}`),
 			task("02_exec", `{"input":-900,"output":5}`),
@@ -99,14 +102,16 @@ func TestImportedUsageIsACount(t *testing.T) {
 		s := stateOf(t, l)
 		r, ok := s.Run(run)
 		require.True(t, ok, name)
-		require.Equal(t, int64(1200), r.BudgetUsed, "%s: the run's budget use is the usage of its one task that reported a count", name)
+		require.Equal(t, int64(1200), r.BudgetUsed,
+			"%s: the run's budget use is the usage of its one task that reported a count", name)
 		for _, id := range []string{"02_exec", "03_check", "04_big", "05_turns"} {
 			tk, ok := s.Task(run, id)
 			require.True(t, ok, name)
 			require.Zero(t, tk.Usage, "%s: %s", name, id)
 		}
 		tk, _ := s.Task(run, "01_plan")
-		require.Equal(t, projections.Usage{Input: 1000, Output: 200, CacheRead: 50, Cost: 0.25, Turns: 3}, tk.Usage, name)
+		require.Equal(t, projections.Usage{Input: 1000, Output: 200, CacheRead: 50, Cost: 0.25, Turns: 3},
+			tk.Usage, name)
 	}
 }
 
@@ -120,21 +125,25 @@ func TestImportedSpendIsACount(t *testing.T) {
 	run := timesRunCreated
 	over := int64(events.MaxUsageTokens) + 1
 	writeFiles(t, root, map[string]string{
-		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
-			`"status":"completed","cwd":"/srv/app","createdAt":1790928000000}`,
+		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement",` +
+			`"goal":"g","status":"completed","cwd":"/srv/app","createdAt":1790928000000}`,
 		"state/runs/" + run + "/tasks.json": `[` + strings.Join([]string{
 			fmt.Sprintf(`{"id":"01_plan","stepId":"plan","role":"planner","status":"completed","allocation":`+
 				`{"tokensGranted":%d,"tokensSpent":%d}}`, 2*over, over),
-			`{"id":"02_exec","stepId":"exec","role":"executor","status":"completed","allocation":{"tokensGranted":1000,"tokensSpent":100}}`,
+			`{"id":"02_exec","stepId":"exec","role":"executor","status":"completed",` +
+				`"allocation":{"tokensGranted":1000,"tokensSpent":100}}`,
 		}, ",") + `]`,
 		"state/runs/" + run + "/events.jsonl": eventLine(1, "task.started", "02_exec", `{}`) +
-			eventLine(2, "delegate.admitted", "02_exec", fmt.Sprintf(`{"subId":"s1","reservedTokens":%d,"timeoutSec":60}`, over)) +
+			eventLine(2, "delegate.admitted", "02_exec", fmt.Sprintf(`{"subId":"s1","reservedTokens":%d,`+
+				`"timeoutSec":60}`, over)) +
 			eventLine(3, "delegate.admitted", "02_exec", `{"subId":"s2","reservedTokens":40,"timeoutSec":60}`),
 	})
 	one, followed, reports := importedTwice(t, root, valuesClock)
 	require.Len(t, reports, 2, "%q", reports)
-	require.Contains(t, reports[0], fmt.Sprintf("delegate.admitted for s1 reserves %d tokens, not 0..%d: skipped", over, over-1))
-	require.Contains(t, reports[1], fmt.Sprintf("task 01_plan: allocation of %d tokens granted, %d spent: ", 2*over, over))
+	require.Contains(t, reports[0], fmt.Sprintf("delegate.admitted for s1 reserves %d tokens, not 0..%d: skipped",
+		over, over-1))
+	require.Contains(t, reports[1], fmt.Sprintf("task 01_plan: allocation of %d tokens granted, %d spent: ",
+		2*over, over))
 	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
 		s := stateOf(t, l)
 		a, _ := s.Allocation(run, "01_plan")
@@ -147,8 +156,8 @@ func TestImportedSpendIsACount(t *testing.T) {
 }
 
 // TestImportedGrantIsOneABudgetSeeds: an allocation's tokensGranted in tasks.json is a grant crewlog's engine seeds
-// (0..events.MaxBudgetTotal, the bound of the budgetTotal it is seeded from), or the allocation is not imported. crewd's
-// import.append refuses a grant above it: a follower sending one had its write refused at every pass, and the
+// (0..events.MaxBudgetTotal, the bound of the budgetTotal it is seeded from), or the allocation is not imported.
+// crewd's import.append refuses a grant above it: a follower sending one had its write refused at every pass, and the
 // one-shot import recorded a grant a JavaScript reader reads as another number. The allocation is left out and
 // reported, by the one-shot import and a follower alike.
 func TestImportedGrantIsOneABudgetSeeds(t *testing.T) {
@@ -184,11 +193,12 @@ func parkedRunFiles(run, status string, at int64) map[string]string {
 	long := strings.Repeat("q", commands.MaxQuestionIDChars+1)
 	waiting := func(id, q string) string {
 		return fmt.Sprintf(`{"id":"%s","stepId":"%s","role":"analyst","status":"waiting","startedAt":%d,`+
-			`"waiting":{"questionId":"%s","askedAt":%d,"deadline":%d,"options":["yes","no"]}}`, id, id, at, q, at, at+600_000)
+			`"waiting":{"questionId":"%s","askedAt":%d,"deadline":%d,"options":["yes","no"]}}`, id, id, at, q,
+			at, at+600_000)
 	}
 	return map[string]string{
-		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
-			`"status":"` + status + `","cwd":"/srv/app","createdAt":1790928000000}`,
+		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement",` +
+			`"goal":"g","status":"` + status + `","cwd":"/srv/app","createdAt":1790928000000}`,
 		"state/runs/" + run + "/tasks.json": `[` + strings.Join([]string{
 			waiting("01_plan", "q1"),
 			fmt.Sprintf(`{"id":"02_exec","stepId":"exec","role":"executor","status":"waiting","startedAt":%d}`, at),
@@ -215,14 +225,16 @@ func requireParkedOnOpenQuestions(t *testing.T, s *projections.State, run, name 
 		}
 		require.NotNil(t, tk.Waiting, "%s: %s waits on nothing", name, tk.TaskID)
 		q := tk.Waiting.QuestionID
-		require.True(t, q != "" && len(q) <= commands.MaxQuestionIDChars, "%s: %s waits on question %q, which wait.resolve refuses", name, tk.TaskID, q)
+		require.True(t, q != "" && len(q) <= commands.MaxQuestionIDChars,
+			"%s: %s waits on question %q, which wait.resolve refuses", name, tk.TaskID, q)
 		a, ok := s.Ask(run, q)
 		require.True(t, ok, "%s: %s waits on question %s, never asked", name, tk.TaskID, q)
 		require.Equal(t, projections.AskPending, a.Status, "%s: %s waits on question %s", name, tk.TaskID, q)
 	}
 	expireAll(t, s, name)
 	for _, tk := range s.Tasks(run) {
-		require.NotEqual(t, projections.TaskWaiting, tk.Status, "%s: %s waits after every deadline passed", name, tk.TaskID)
+		require.NotEqual(t, projections.TaskWaiting, tk.Status, "%s: %s waits after every deadline passed",
+			name, tk.TaskID)
 	}
 }
 
@@ -255,8 +267,8 @@ func TestImportedWaitingTaskIsParkedOnAnOpenQuestion(t *testing.T) {
 			require.Equal(t, projections.TaskWaiting, tk.Status, id)
 			a, ok := s.Ask(timesRunCreated, q)
 			require.True(t, ok, id)
-			want := projections.Ask{RunID: timesRunCreated, TaskID: id, QuestionID: q, AskedAt: valuesAt, Deadline: valuesAt + 600_000,
-				TimeoutSec: 600, Status: projections.AskPending}
+			want := projections.Ask{RunID: timesRunCreated, TaskID: id, QuestionID: q, AskedAt: valuesAt,
+				Deadline: valuesAt + 600_000, TimeoutSec: 600, Status: projections.AskPending}
 			if id == "01_plan" {
 				want.Options = []string{"yes", "no"}
 			}
@@ -299,8 +311,9 @@ func TestImportedAskOptionsArePicrewsBounds(t *testing.T) {
 	run := timesRunCreated
 	many := `["` + strings.Repeat(`o","`, commands.MaxAskOptions) + `o"]`
 	options := map[string]string{
-		"q1": `["yes","no"]`, "q2": `[]`, "q3": many, "q4": `["` + strings.Repeat("é", commands.MaxAskOptionChars+1) + `"]`,
-		"q5": `["yes",""]`, "q6": `["` + strings.Repeat("é", commands.MaxAskOptionChars) + `"]`,
+		"q1": `["yes","no"]`, "q2": `[]`, "q3": many,
+		"q4": `["` + strings.Repeat("é", commands.MaxAskOptionChars+1) + `"]`, "q5": `["yes",""]`,
+		"q6": `["` + strings.Repeat("é", commands.MaxAskOptionChars) + `"]`,
 	}
 	var lines, tasks []string
 	seq := 0
@@ -309,13 +322,14 @@ func TestImportedAskOptionsArePicrewsBounds(t *testing.T) {
 		tasks = append(tasks, `{"id":"`+id+`","stepId":"t","role":"analyst","status":"waiting"}`)
 		for _, typ := range []string{"task.started", "task.waiting", "ask.requested"} {
 			seq++
-			lines = append(lines, fmt.Sprintf(`{"time":%d,"type":"%s","taskId":"%s","message":"which?","data":{"questionId":"%s","deadline":%d,"options":%s},"metadata":{"seq":%d}}`,
-				valuesAt, typ, id, q, valuesAt+600_000, options[q], seq))
+			lines = append(lines, fmt.Sprintf(`{"time":%d,"type":"%s","taskId":"%s","message":"which?",`+
+				`"data":{"questionId":"%s","deadline":%d,"options":%s},"metadata":{"seq":%d}}`, valuesAt, typ, id, q,
+				valuesAt+600_000, options[q], seq))
 		}
 	}
 	writeFiles(t, root, map[string]string{
-		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
-			`"status":"failed","cwd":"/srv/app","createdAt":1790928000000}`,
+		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement",` +
+			`"goal":"g","status":"failed","cwd":"/srv/app","createdAt":1790928000000}`,
 		"state/runs/" + run + "/tasks.json":   `[` + strings.Join(tasks, ",") + `]`,
 		"state/runs/" + run + "/events.jsonl": strings.Join(lines, "\n") + "\n",
 	})
@@ -349,22 +363,26 @@ func TestImportedDelegationIsNotAWorkflowTask(t *testing.T) {
 	root := t.TempDir()
 	run := timesRunCreated
 	writeFiles(t, root, map[string]string{
-		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
-			`"status":"running","cwd":"/srv/app","createdAt":1790928000000,"budgetTotal":1000}`,
-		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner","agent":"planner","status":"running"},` +
-			`{"id":"02_exec","stepId":"exec","role":"executor","agent":"executor","status":"running"}]`,
-		"state/runs/" + run + "/events.jsonl": eventLine(1, "task.started", "01_plan", `{}`) +
+		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement",` +
+			`"goal":"g","status":"running","cwd":"/srv/app","createdAt":1790928000000,"budgetTotal":1000}`,
+		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner","agent":"planner",` +
+			`"status":"running"},{"id":"02_exec","stepId":"exec","role":"executor","agent":"executor",` +
+			`"status":"running"}]`, "state/runs/" + run + "/events.jsonl": eventLine(1, "task.started",
+			"01_plan", `{}`) +
 			eventLine(2, "task.started", "02_exec", `{}`) +
 			eventLine(3, "delegate.admitted", "01_plan", `{"subId":"02_exec","reservedTokens":10,"timeoutSec":60}`) +
 			eventLine(4, "delegate.completed", "01_plan", `{"subId":"02_exec","ok":false}`) +
-			eventLine(5, "delegate.admitted", "01_plan", `{"subId":"gc 1/../x","reservedTokens":10,"timeoutSec":60}`) +
+			eventLine(5, "delegate.admitted", "01_plan",
+				`{"subId":"gc 1/../x","reservedTokens":10,"timeoutSec":60}`) +
 			eventLine(6, "delegate.admitted", "01_plan", `{"subId":"gc-1","reservedTokens":10,"timeoutSec":60}`),
 	})
 	one, followed, reports := importedTwice(t, root, valuesClock)
 	require.Len(t, reports, 3, "%q", reports)
-	require.Contains(t, reports[0], `(seq 3): delegate.admitted for "02_exec": a workflow task of the run has that id: skipped`)
+	require.Contains(t, reports[0],
+		`(seq 3): delegate.admitted for "02_exec": a workflow task of the run has that id: skipped`)
 	require.Contains(t, reports[1], `(seq 4): delegate.completed for 02_exec, which was never admitted in the events`)
-	require.Contains(t, reports[2], `(seq 5): delegate.admitted for "gc 1/../x": not an id crewlog takes (1..255 chars of [A-Za-z0-9_-]): skipped`)
+	require.Contains(t, reports[2], `(seq 5): delegate.admitted for "gc 1/../x": not an id crewlog takes (1..255 `+
+		`chars of [A-Za-z0-9_-]): skipped`)
 	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
 		s := stateOf(t, l)
 		tk, _ := s.Task(run, "02_exec")
@@ -376,7 +394,8 @@ func TestImportedDelegationIsNotAWorkflowTask(t *testing.T) {
 		require.Equal(t, []string{"gc-1"}, subs, name)
 		expireAll(t, s, name)
 		tk, _ = s.Task(run, "02_exec")
-		require.Equal(t, projections.TaskRunning, tk.Status, "%s: the engine clock's expiries end no workflow task", name)
+		require.Equal(t, projections.TaskRunning, tk.Status,
+			"%s: the engine clock's expiries end no workflow task", name)
 	}
 }
 
@@ -395,28 +414,34 @@ func TestImportedBudgetIsWhatRunCreateTakes(t *testing.T) {
 	root := t.TempDir()
 	for run, budget := range runs {
 		writeFiles(t, root, map[string]string{
-			"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
-				`"status":"running","cwd":"/srv/app","createdAt":1790928000000,` + budget + `}`,
-			"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner","agent":"planner","status":"running"}]`,
-			"state/runs/" + run + "/events.jsonl": fmt.Sprintf(`{"time":%d,"type":"task.started","taskId":"01_plan","metadata":{"seq":1}}`, valuesAt) + "\n" +
-				fmt.Sprintf(`{"time":%d,"type":"delegate.admitted","taskId":"01_plan","data":{"subId":"gc-%s","reservedTokens":10,"timeoutSec":60},"metadata":{"seq":2}}`, valuesAt, run) + "\n",
+			"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement",` +
+				`"goal":"g","status":"running","cwd":"/srv/app","createdAt":1790928000000,` + budget + `}`,
+			"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner",` +
+				`"agent":"planner","status":"running"}]`,
+			"state/runs/" + run + "/events.jsonl": fmt.Sprintf(`{"time":%d,"type":"task.started",`+
+				`"taskId":"01_plan","metadata":{"seq":1}}`, valuesAt) + "\n" +
+				fmt.Sprintf(`{"time":%d,"type":"delegate.admitted","taskId":"01_plan","data":{"subId":"gc-%s",`+
+					`"reservedTokens":10,"timeoutSec":60},"metadata":{"seq":2}}`, valuesAt, run) + "\n",
 		})
 	}
 	one, followed, reports := importedTwice(t, root, valuesClock)
 	require.Len(t, reports, 4, "%q", reports)
 	all := strings.Join(reports, "\n")
 	for _, want := range []string{
-		timesRunNoCreated + "/manifest.json: budgetTotal -5 is not 0..9007199254740992 (crewlog's run.create): taken as absent",
-		timesRunCreated + "/manifest.json: budgetAbort -0.5 is not a fraction in [0,1] (crewlog's run.create): taken as absent",
-		timesRunCreated + "/manifest.json: budgetTotal 9007199254740994 is not 0..9007199254740992 (crewlog's run.create): taken as absent",
-		timesRunCreated + "/manifest.json: budgetWarning 1.5 is not a fraction in [0,1] (crewlog's run.create): taken as absent",
+		timesRunNoCreated + "/manifest.json: budgetTotal -5 is not 0..9007199254740992 (crewlog's run.create): " +
+			"taken as absent", timesRunCreated + "/manifest.json: budgetAbort -0.5 is not a fraction in [0,1] " +
+			"(crewlog's run.create): taken as absent", timesRunCreated + "/manifest.json: budgetTotal " +
+			"9007199254740994 is not 0..9007199254740992 (crewlog's run.create): taken as absent",
+		timesRunCreated + "/manifest.json: budgetWarning 1.5 is not a fraction in [0,1] (crewlog's " +
+			"run.create): taken as absent",
 	} {
 		require.Contains(t, all, want)
 	}
 	half, whole := 0.5, 1.0
 	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
 		s := stateOf(t, l)
-		for run, want := range map[string][2]*float64{timesRunCreated: {nil, nil}, timesRunNoCreated: {&half, &whole}} {
+		for run, want := range map[string][2]*float64{timesRunCreated: {nil, nil},
+			timesRunNoCreated: {&half, &whole}} {
 			r, ok := s.Run(run)
 			require.True(t, ok, name)
 			require.Nil(t, r.BudgetTotal, "%s: %s", name, run)
@@ -443,9 +468,9 @@ func TestOneTaskRecordDoesNotTakeTheOthers(t *testing.T) {
 			root := t.TempDir()
 			run := timesRunCreated
 			writeFiles(t, root, map[string]string{
-				"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
-					`"status":"completed","cwd":"/srv/app","createdAt":1790928000000}`,
-				"state/runs/" + run + "/tasks.json": fmt.Sprintf(tasks,
+				"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core",` +
+					`"workflow":"implement","goal":"g","status":"completed","cwd":"/srv/app",` +
+					`"createdAt":1790928000000}`, "state/runs/" + run + "/tasks.json": fmt.Sprintf(tasks,
 					`{"id":"01_plan","stepId":"plan","role":"planner","status":"completed","usage":{"input":12.5}}`,
 					`{"id":"02_exec","stepId":"exec","role":"executor","status":"completed","usage":{"input":30}}`),
 			})
@@ -475,22 +500,26 @@ func TestLiveRunTaskWaitsOnlyOnANameableQuestion(t *testing.T) {
 	run := timesRunCreated
 	long := strings.Repeat("q", commands.MaxQuestionIDChars+1)
 	writeFiles(t, root, map[string]string{
-		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
-			`"status":"running","cwd":"/srv/app","createdAt":1790928000000}`,
-		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner","status":"running"},` +
-			`{"id":"02_exec","stepId":"exec","role":"executor","status":"running"}]`,
+		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement",` +
+			`"goal":"g","status":"running","cwd":"/srv/app","createdAt":1790928000000}`,
+		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner",` +
+			`"status":"running"},{"id":"02_exec","stepId":"exec","role":"executor","status":"running"}]`,
 		"state/runs/" + run + "/events.jsonl": eventLine(1, "task.started", "01_plan", `{}`) +
 			eventLine(2, "task.waiting", "01_plan", `{"deadline":`+fmt.Sprint(valuesAt+600_000)+`}`) +
 			eventLine(3, "task.started", "02_exec", `{}`) +
-			eventLine(4, "task.waiting", "02_exec", `{"questionId":"`+long+`","deadline":`+fmt.Sprint(valuesAt+600_000)+`}`) +
+			eventLine(4, "task.waiting", "02_exec",
+				`{"questionId":"`+long+`","deadline":`+fmt.Sprint(valuesAt+600_000)+`}`) +
 			eventLine(5, "ask.requested", "01_plan", `{"deadline":`+fmt.Sprint(valuesAt+600_000)+`}`) +
-			eventLine(6, "ask.requested", "02_exec", `{"questionId":"`+long+`","deadline":`+fmt.Sprint(valuesAt+600_000)+`}`),
+			eventLine(6, "ask.requested", "02_exec",
+				`{"questionId":"`+long+`","deadline":`+fmt.Sprint(valuesAt+600_000)+`}`),
 	})
 	one, followed, reports := importedTwice(t, root, valuesClock)
 	require.Len(t, reports, 4, "%q", reports)
-	require.Contains(t, reports[0], `(seq 2): task.waiting for task 01_plan: question "" is not one wait.resolve takes (1..128 chars, of at most 256 bytes in JSON): skipped`)
+	require.Contains(t, reports[0], `(seq 2): task.waiting for task 01_plan: question "" is not one wait.resolve `+
+		`takes (1..128 chars, of at most 256 bytes in JSON): skipped`)
 	require.Contains(t, reports[1], `(seq 4): task.waiting for task 02_exec: question "qqqq`)
-	require.Contains(t, reports[2], `(seq 5): ask.requested for task 01_plan: question "" is not one wait.resolve takes (1..128 chars, of at most 256 bytes in JSON): skipped`)
+	require.Contains(t, reports[2], `(seq 5): ask.requested for task 01_plan: question "" is not one wait.resolve `+
+		`takes (1..128 chars, of at most 256 bytes in JSON): skipped`)
 	require.Contains(t, reports[3], `(seq 6): ask.requested for task 02_exec: question "qqqq`)
 	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
 		s := stateOf(t, l)
@@ -511,14 +540,17 @@ func TestImportedDepthIsOneTheEngineRecords(t *testing.T) {
 	root := t.TempDir()
 	run := timesRunCreated
 	writeFiles(t, root, map[string]string{
-		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
-			`"status":"completed","cwd":"/srv/app","createdAt":1790928000000}`,
-		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner","status":"running","depth":-3},` +
-			`{"id":"gc-lost","role":"explorer","status":"running","depth":99}]`,
+		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement",` +
+			`"goal":"g","status":"completed","cwd":"/srv/app","createdAt":1790928000000}`,
+		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner","status":"running",` +
+			`"depth":-3},{"id":"gc-lost","role":"explorer","status":"running","depth":99}]`,
 		"state/runs/" + run + "/events.jsonl": eventLine(1, "task.started", "01_plan", `{}`) +
-			eventLine(2, "delegate.admitted", "01_plan", `{"subId":"gc-a","childDepth":-5,"unmetered":true,"timeoutSec":60}`) +
-			eventLine(3, "delegate.admitted", "01_plan", `{"subId":"gc-b","childDepth":11,"unmetered":true,"timeoutSec":60}`) +
-			eventLine(4, "delegate.admitted", "01_plan", `{"subId":"gc-c","childDepth":3,"unmetered":true,"timeoutSec":60}`),
+			eventLine(2, "delegate.admitted", "01_plan",
+				`{"subId":"gc-a","childDepth":-5,"unmetered":true,"timeoutSec":60}`) +
+			eventLine(3, "delegate.admitted", "01_plan",
+				`{"subId":"gc-b","childDepth":11,"unmetered":true,"timeoutSec":60}`) +
+			eventLine(4, "delegate.admitted", "01_plan",
+				`{"subId":"gc-c","childDepth":3,"unmetered":true,"timeoutSec":60}`),
 	})
 	one, followed, reports := importedTwice(t, root, valuesClock)
 	require.Len(t, reports, 5, "%q", reports) // and gc-lost's lost admission
@@ -539,7 +571,8 @@ func TestImportedDepthIsOneTheEngineRecords(t *testing.T) {
 		}
 		require.Equal(t, map[string]int{"01_plan": 0, "gc-lost": 0, "gc-a": 2, "gc-b": 2, "gc-c": 3}, depths, name)
 		for _, d := range s.Delegations(run) {
-			require.True(t, d.Depth >= 0 && d.Depth <= commands.MaxMaxDepth, "%s: %s at depth %d", name, d.SubID, d.Depth)
+			require.True(t, d.Depth >= 0 && d.Depth <= commands.MaxMaxDepth, "%s: %s at depth %d", name,
+				d.SubID, d.Depth)
 		}
 	}
 }
@@ -561,8 +594,9 @@ func TestImportedDependsOnIsOneTaskCreateTakes(t *testing.T) {
 	require.NoError(t, err)
 	writeFiles(t, root, map[string]string{
 		"state/runs/" + run + "/manifest.json": manifestOf(run, "completed"),
-		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner","status":"queued","dependsOn":[]},` +
-			`{"id":"02_exec","stepId":"exec","role":"executor","status":"queued","dependsOn":` + string(list) + `}]`,
+		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner","status":"queued",` +
+			`"dependsOn":[]},{"id":"02_exec","stepId":"exec","role":"executor","status":"queued","dependsOn":` +
+			string(list) + `}]`,
 	})
 	one, followed, reports := importedTwice(t, root, valuesClock)
 	require.Len(t, reports, 2, "%q", reports)
@@ -585,8 +619,8 @@ func TestImportedDependsOnIsOneTaskCreateTakes(t *testing.T) {
 // TestImportedMessageIsInItsFilesMailbox: pi-crew keeps a message in the mailbox file its taskId and direction select
 // (D§2.6: mailbox/tasks/<taskId>/{inbox,outbox}.jsonl, the run-level files when it has none), and a task's inbox is
 // what its file holds. The import took the recipient from the line: a line in one task's inbox file naming another
-// task went to that other task's mailbox — what a line of one file says changed another task's — and one naming the
-// direction outbox went to the run's inbox. A message is recorded in its file's mailbox (a task's inbox file: the
+// task went to that other task's mailbox — what a line of one file says changed another task's — and one naming
+// the direction outbox went to the run's inbox. A message is recorded in its file's mailbox (a task's inbox file: the
 // task; a task's outbox file and the run-level files: the run's inbox), and a line naming another is reported, by
 // the one-shot import and a follower alike.
 func TestImportedMessageIsInItsFilesMailbox(t *testing.T) {
@@ -596,22 +630,27 @@ func TestImportedMessageIsInItsFilesMailbox(t *testing.T) {
 		return `{"id":"` + id + `","from":"orchestrator","body":"hi","createdAt":1790928000000` + extra + `}` + "\n"
 	}
 	writeFiles(t, root, map[string]string{
-		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement","goal":"g",` +
-			`"status":"completed","cwd":"/srv/app","createdAt":1790928000000}`,
-		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner","status":"completed"},` +
-			`{"id":"02_exec","stepId":"exec","role":"executor","status":"completed"}]`,
-		"state/runs/" + run + "/mailbox/tasks/01_plan/inbox.jsonl": msg("m1", `,"taskId":"02_exec","direction":"inbox"`) +
-			msg("m2", `,"taskId":"01_plan","direction":"outbox"`) + msg("m3", `,"taskId":"01_plan","direction":"inbox"`) + msg("m4", ``),
-		"state/runs/" + run + "/mailbox/tasks/01_plan/outbox.jsonl": msg("m5", `,"taskId":"01_plan","direction":"outbox"`),
-		"state/runs/" + run + "/mailbox/inbox.jsonl":                msg("m6", `,"taskId":"02_exec"`) + msg("m7", `,"direction":"inbox"`),
+		"state/runs/" + run + "/manifest.json": `{"runId":"` + run + `","team":"core","workflow":"implement",` +
+			`"goal":"g","status":"completed","cwd":"/srv/app","createdAt":1790928000000}`,
+		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner",` +
+			`"status":"completed"},{"id":"02_exec","stepId":"exec","role":"executor","status":"completed"}]`,
+		"state/runs/" + run + "/mailbox/tasks/01_plan/inbox.jsonl": msg("m1",
+			`,"taskId":"02_exec","direction":"inbox"`) +
+			msg("m2", `,"taskId":"01_plan","direction":"outbox"`) + msg("m3",
+			`,"taskId":"01_plan","direction":"inbox"`) + msg("m4", ``),
+		"state/runs/" + run + "/mailbox/tasks/01_plan/outbox.jsonl": msg("m5",
+			`,"taskId":"01_plan","direction":"outbox"`),
+		"state/runs/" + run + "/mailbox/inbox.jsonl": msg("m6", `,"taskId":"02_exec"`) + msg("m7",
+			`,"direction":"inbox"`),
 	})
 	one, followed, reports := importedTwice(t, root, valuesClock)
 	require.Len(t, reports, 3, "%q", reports)
 	all := strings.Join(reports, "\n")
 	for _, want := range []string{
-		`mailbox/tasks/01_plan/inbox.jsonl:1: message m1: its line names mailbox "02_exec" (direction inbox): recorded in its file's, 01_plan`,
-		`mailbox/tasks/01_plan/inbox.jsonl:2: message m2: its line names mailbox "" (direction outbox): recorded in its file's, 01_plan`,
-		`mailbox/inbox.jsonl:1: message m6: its line names mailbox "02_exec" (direction inbox): recorded in its file's, the run's inbox`,
+		`mailbox/tasks/01_plan/inbox.jsonl:1: message m1: its line names mailbox "02_exec" (direction inbox): ` +
+			`recorded in its file's, 01_plan`, `mailbox/tasks/01_plan/inbox.jsonl:2: message m2: its line names ` +
+			`mailbox "" (direction outbox): recorded in its file's, 01_plan`, `mailbox/inbox.jsonl:1: message ` +
+			`m6: its line names mailbox "02_exec" (direction inbox): recorded in its file's, the run's inbox`,
 	} {
 		require.Contains(t, all, want)
 	}
@@ -623,8 +662,8 @@ func TestImportedMessageIsInItsFilesMailbox(t *testing.T) {
 			require.True(t, ok, "%s: %s", name, id)
 			to[id] = m.To
 		}
-		require.Equal(t, map[string]string{"m1": "01_plan", "m2": "01_plan", "m3": "01_plan", "m4": "01_plan", "m5": "",
-			"m6": "", "m7": ""}, to, name)
+		require.Equal(t, map[string]string{"m1": "01_plan", "m2": "01_plan", "m3": "01_plan",
+			"m4": "01_plan", "m5": "", "m6": "", "m7": ""}, to, name)
 	}
 }
 
@@ -642,8 +681,9 @@ func TestImportedIDsAreOnesCrewlogNames(t *testing.T) {
 	long := strings.Repeat("x", events.MaxIDChars+1)
 	writeFiles(t, root, map[string]string{
 		"state/runs/" + run + "/manifest.json": manifestOf(run, "running"),
-		"state/runs/" + run + "/tasks.json":    `[{"id":"01_plan","stepId":"plan","role":"planner","status":"running"}]`,
-		"state/runs/" + run + "/events.jsonl": eventLine(1, "task.started", "01_plan", `{}`) +
+		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner",` +
+			`"status":"running"}]`, "state/runs/" + run +
+			"/events.jsonl": eventLine(1, "task.started", "01_plan", `{}`) +
 			eventLine(2, "delegate.requested", "01_plan", `{"subId":"`+long+`","role":"explorer"}`) +
 			eventLine(3, "delegate.admitted", long, `{"subId":"gc-a","reservedTokens":10,"timeoutSec":60}`) +
 			eventLine(4, "delegate.completed", long, `{"subId":"gc-a","ok":true}`) +
@@ -651,18 +691,27 @@ func TestImportedIDsAreOnesCrewlogNames(t *testing.T) {
 			eventLine(6, "ask.requested", "01_plan", `{"questionId":"q2"}`) +
 			eventLine(7, "ask.answered", "01_plan", `{"questionId":"`+long+`"}`),
 		"state/runs/" + run + "/mailbox/tasks/01_plan/inbox.jsonl": `{"id":"m1","from":"orchestrator","body":"hi",` +
-			`"createdAt":1790928000000,"kind":"response","questionId":"` + long + `","data":{"subId":"` + long + `","ok":true}}` + "\n",
+			`"createdAt":1790928000000,"kind":"response","questionId":"` + long + `","data":{"subId":"` + long +
+			`","ok":true}}` + "\n",
 	})
 	one, followed, reports := importedTwice(t, root, valuesClock)
 	all := strings.Join(reports, "\n")
 	for _, want := range []string{
-		"(seq 2): delegate.requested: subId " + clip(long) + " is longer than 256 chars, or 256 bytes in JSON, as no id crewlog records: skipped",
-		"(seq 3): delegate.admitted: taskId " + clip(long) + " is longer than 256 chars, or 256 bytes in JSON, as no id crewlog records: skipped",
-		"(seq 4): delegate.completed: taskId " + clip(long) + " is longer than 256 chars, or 256 bytes in JSON, as no id crewlog records: skipped",
-		"(seq 5): ask.requested: taskId " + clip(long) + " is longer than 256 chars, or 256 bytes in JSON, as no id crewlog records: skipped",
-		"(seq 7): ask.answered: questionId " + clip(long) + " is longer than 256 chars, or 256 bytes in JSON, as no id crewlog records: skipped",
-		"inbox.jsonl:1: message m1: questionId " + clip(long) + " is longer than 256 chars, or 256 bytes in JSON, as no id crewlog records: taken as absent",
-		"inbox.jsonl:1: message m1: data.subId " + clip(long) + " is longer than 256 chars, or 256 bytes in JSON, as no id crewlog records: taken as absent",
+		"(seq 2): delegate.requested: subId " + clip(long) + " is longer than 256 chars, or 256 bytes in JSON, as " +
+			"no id crewlog records: skipped", "(seq 3): delegate.admitted: taskId " + clip(long) +
+			" is longer than 256 chars, or 256 bytes in JSON, as no id crewlog records: skipped",
+		"(seq 4): delegate.completed: taskId " + clip(long) + " is longer than 256 chars, or 256 bytes " +
+			"in JSON, as no id crewlog records: skipped",
+		"(seq 5): ask.requested: taskId " + clip(long) + " is longer than 256 chars, or 256 " +
+			"bytes in JSON, as no id crewlog records: skipped",
+		"(seq 7): ask.answered: questionId " + clip(long) + " is longer than 256 chars," +
+			" or 256 bytes in JSON, as no id crewlog records: skipped",
+		"inbox.jsonl:1: message m1: questionId " + clip(long) + " is longer " +
+			"than 256 chars, or 256 bytes in JSON, as no id crewlog records: " +
+			"taken as absent",
+		"inbox.jsonl:1: message m1: data.subId " + clip(long) + " i" +
+			"s longer than 256 chars, or 256 bytes in JSON, as no " +
+			"id crewlog records: taken as absent",
 	} {
 		require.Contains(t, all, want)
 	}
@@ -702,9 +751,11 @@ func TestImportedSeqIsOneCrewlogRecords(t *testing.T) {
 	run := timesRunCreated
 	writeFiles(t, root, map[string]string{
 		"state/runs/" + run + "/manifest.json": manifestOf(run, "completed"),
-		"state/runs/" + run + "/tasks.json":    `[{"id":"01_plan","stepId":"01_plan","role":"executor","status":"completed"}]`,
-		"state/runs/" + run + "/events.jsonl": eventLine(1, "task.progress", "01_plan", `{"n":1}`) +
-			strings.Replace(eventLine(0, "task.progress", "01_plan", `{"n":2}`), `"seq":0`, `"seq":9223372036854775808`, 1) +
+		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"01_plan","role":"executor",` +
+			`"status":"completed"}]`, "state/runs/" + run + "/events.jsonl": eventLine(1, "task.progress",
+			"01_plan", `{"n":1}`) +
+			strings.Replace(eventLine(0, "task.progress", "01_plan", `{"n":2}`), `"seq":0`,
+				`"seq":9223372036854775808`, 1) +
 			eventLine(2, "task.progress", "01_plan", `{"n":3}`),
 	})
 	foreignSeqs := func(name string, l *eventlog.Log) []int64 {
@@ -728,8 +779,9 @@ func TestImportedSeqIsOneCrewlogRecords(t *testing.T) {
 
 	one, followed, reports := importedTwice(t, root, valuesClock)
 	require.Len(t, reports, 1, "%q", reports)
-	require.Contains(t, reports[0], "events.jsonl:2 (seq 9223372036854775808): event task.progress: seq is past what "+
-		"crewlog records (at most 9223372036854775807): skipped")
+	require.Contains(t, reports[0],
+		"events.jsonl:2 (seq 9223372036854775808): event task.progress: seq is past what crewlog records (at most "+
+			"9223372036854775807): skipped")
 	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
 		require.Equal(t, []int64{1, 2}, foreignSeqs(name, l), name)
 	}
@@ -748,8 +800,9 @@ func TestImportedIDsFitAFrame(t *testing.T) {
 	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
 	writeFiles(t, root, map[string]string{
 		"state/runs/" + run + "/manifest.json": manifestOf(run, "running"),
-		"state/runs/" + run + "/tasks.json":    `[{"id":"01_plan","stepId":"plan","role":"planner","status":"running"}]`,
-		"state/runs/" + run + "/events.jsonl": eventLine(1, "task.started", "01_plan", `{}`) +
+		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner",` +
+			`"status":"running"}]`, "state/runs/" + run +
+			"/events.jsonl": eventLine(1, "task.started", "01_plan", `{}`) +
 			eventLine(2, "delegate.requested", "01_plan", `{"subId":`+q(wide)+`,"role":"explorer"}`) +
 			eventLine(3, "ask.requested", wide, `{"questionId":"q1"}`) +
 			eventLine(4, "ask.requested", "01_plan", `{"questionId":`+q(wide)+`}`) +
@@ -758,10 +811,12 @@ func TestImportedIDsFitAFrame(t *testing.T) {
 			eventLine(7, "ask.answered", "01_plan", `{"questionId":`+q(wide)+`}`),
 		"state/runs/" + run + "/mailbox/tasks/01_plan/inbox.jsonl": `{"id":"m1","from":"orchestrator","body":"hi",` +
 			`"createdAt":1790928000000,"kind":"response","questionId":` + q(wide) + `,"data":{"subId":` + q(wide) +
-			`,"ok":true}}` + "\n" + `{"id":` + q(wide) + `,"from":"orchestrator","body":"hi","createdAt":1790928000000}` + "\n",
-		"state/runs/" + run + "/mailbox/tasks/" + wide + "/inbox.jsonl": `{"id":"m3","from":"orchestrator","body":"hi",` +
+			`,"ok":true}}` + "\n" + `{"id":` + q(wide) + `,"from":"orchestrator","body":"hi",` +
 			`"createdAt":1790928000000}` + "\n",
-		"state/runs/" + run + "/mailbox/inbox.jsonl": `{"id":"m4","from":"orchestrator","body":"hi","taskId":` + q(wide) +
+		"state/runs/" + run + "/mailbox/tasks/" + wide + "/inbox.jsonl": `{"id":"m3",` +
+			`"from":"orchestrator","body":"hi","createdAt":1790928000000}` + "\n",
+		"state/runs/" + run + "/mailbox/inbox.jsonl": `{"id":"m4","from":"orchestrator","body":"hi","taskId":` +
+			q(wide) +
 			`,"createdAt":1790928000000}` + "\n",
 	})
 	one, followed, reports := importedTwice(t, root, valuesClock)
@@ -809,9 +864,11 @@ func TestImportedMessageWordsAreOnesPiCrewWrites(t *testing.T) {
 	wide := strings.Repeat("<", 60_000)
 	writeFiles(t, root, map[string]string{
 		"state/runs/" + run + "/manifest.json": manifestOf(run, "running"),
-		"state/runs/" + run + "/tasks.json":    `[{"id":"01_plan","stepId":"plan","role":"planner","status":"running"}]`,
-		"state/runs/" + run + "/mailbox/tasks/01_plan/inbox.jsonl": `{"id":"m1","from":"orchestrator","body":"hi",` +
-			`"createdAt":1790928000000,"kind":"` + wide + `","priority":"` + wide + `","deliveryMode":"` + wide + `"}` +
+		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner",` +
+			`"status":"running"}]`, "state/runs/" + run +
+			"/mailbox/tasks/01_plan/inbox.jsonl": `{"id":"m1","from":"orchestrator","body":"hi",` +
+			`"createdAt":1790928000000,"kind":"` + wide + `","priority":"` + wide + `","deliveryMode":"` +
+			wide + `"}` +
 			"\n" + `{"id":"m2","from":"orchestrator","body":"hi","createdAt":1790928000000,"kind":"follow-up",` +
 			`"priority":"low","deliveryMode":"interrupt"}` + "\n",
 	})
@@ -846,14 +903,15 @@ func TestImportedSteerIDsFitAFrame(t *testing.T) {
 	wide := strings.Repeat("<", 60)
 	writeFiles(t, root, map[string]string{
 		"state/runs/" + run + "/manifest.json": manifestOf(run, "running"),
-		"state/runs/" + run + "/tasks.json":    `[{"id":"01_plan","stepId":"plan","role":"planner","status":"running"}]`,
-		"artifacts/" + run + "/steering/01_plan.jsonl": `{"type":"steer","message":"first","id":"` + wide + `",` +
+		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner",` +
+			`"status":"running"}]`, "artifacts/" + run + "/steering/01_plan.jsonl": `{"type":"steer",` +
+			`"message":"first","id":"` + wide + `",` +
 			`"ts":1790928000000}` + "\n" + `{"type":"steer","message":"next","id":"s2","ts":1790928000000}` + "\n",
 	})
 	one, followed, reports := importedTwice(t, root, valuesClock)
 	require.Len(t, reports, 1, "%q", reports)
-	require.Contains(t, reports[0], "steering/01_plan.jsonl:1: steer "+clip(wide)+" of task 01_plan: its id is longer "+
-		"than 256 chars, or 256 bytes in JSON, as no id crewlog records: skipped")
+	require.Contains(t, reports[0], "steering/01_plan.jsonl:1: steer "+clip(wide)+" of task 01_plan: its id "+
+		"is longer than 256 chars, or 256 bytes in JSON, as no id crewlog records: skipped")
 	for name, l := range map[string]*eventlog.Log{"import": one, "follow": followed} {
 		s := stateOf(t, l)
 		_, ok := s.Message(run, wide)

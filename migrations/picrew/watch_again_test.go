@@ -23,7 +23,8 @@ import (
 func TestFollowerWatchesADirectoryMadeAgain(t *testing.T) {
 	message := func(id string) []byte {
 		return fmt.Appendf(nil, `{"id":%q,"runId":%q,"direction":"outbox","from":"01_plan","to":"orchestrator",`+
-			`"taskId":"01_plan","body":"again","createdAt":"2026-12-01T12:00:00.000Z","status":"queued"}`+"\n", id, runA)
+			`"taskId":"01_plan","body":"again","createdAt":"2026-12-01T12:00:00.000Z","status":"queued"}`+
+			"\n", id, runA)
 	}
 	cases := map[string]struct {
 		dir    string // the directory made again, under the run's directory (or the crew root, for steering)
