@@ -30,7 +30,8 @@ func Lifecycle(run *Run, progress int) []func() error {
 		ev("task.started", "02_exec", map[string]any{"role": "executor", "agent": "executor", "cwd": "/srv/app"}),
 		ev("delegate.requested", "02_exec", map[string]any{"subId": sub, "role": "explorer"}),
 		func() error { return run.AddShadow(sub, "explorer") },
-		ev("delegate.admitted", "02_exec", map[string]any{"subId": sub, "childDepth": 2, "role": "explorer", "unmetered": true}),
+		ev("delegate.admitted", "02_exec", map[string]any{"subId": sub, "childDepth": 2, "role": "explorer",
+			"unmetered": true}),
 	}
 	var last string
 	for i := range progress {

@@ -104,15 +104,16 @@ func (run *Run) SetStatus(st string) error {
 // AddTask adds a workflow task (stepId set) to tasks.json.
 func (run *Run) AddTask(id, role string) error {
 	step := strings.TrimLeft(id, "0123456789_")
-	run.tasks = append(run.tasks, Task{ID: id, RunID: run.ID, StepID: &step, Role: role, Agent: role, Title: "do " + step,
-		Status: "queued", DependsOn: []string{}, Cwd: "/srv/app"})
+	run.tasks = append(run.tasks, Task{ID: id, RunID: run.ID, StepID: &step, Role: role, Agent: role,
+		Title: "do " + step, Status: "queued", DependsOn: []string{}, Cwd: "/srv/app"})
 	return run.saveTasks()
 }
 
 // AddShadow adds a grandchild's shadow record (no stepId) to tasks.json.
 func (run *Run) AddShadow(subID, role string) error {
-	run.tasks = append(run.tasks, Task{ID: subID, RunID: run.ID, Role: role, Agent: "delegate", Title: "delegate: " + subID,
-		Status: "running", DependsOn: []string{}, Cwd: "/srv/app", Depth: 2, StartedAt: run.root.now()})
+	run.tasks = append(run.tasks, Task{ID: subID, RunID: run.ID, Role: role, Agent: "delegate",
+		Title: "delegate: " + subID, Status: "running", DependsOn: []string{}, Cwd: "/srv/app", Depth: 2,
+		StartedAt: run.root.now()})
 	return run.saveTasks()
 }
 
@@ -190,7 +191,8 @@ func (run *Run) Message(to, body string) (string, error) {
 	run.msgs++
 	id := fmt.Sprintf("msg_%08d_%06d", run.msgs, run.msgs)
 	m := map[string]any{"id": id, "runId": run.ID, "direction": "inbox", "from": "orchestrator", "to": to,
-		"taskId": to, "body": body, "createdAt": run.root.now(), "status": "queued", "kind": "message", "priority": "normal"}
+		"taskId": to, "body": body, "createdAt": run.root.now(), "status": "queued", "kind": "message",
+		"priority": "normal"}
 	if err := run.appendLine(filepath.Join(run.Dir, "mailbox", "tasks", to, "inbox.jsonl"), m); err != nil {
 		return "", err
 	}
