@@ -135,7 +135,8 @@ func TestCompareTiny(t *testing.T) {
 func TestCompareOpenLoop(t *testing.T) {
 	ctx := context.Background()
 	im, _ := implByName("file")
-	r := runCell(ctx, im, t.TempDir(), Cell{Clients: 4}, 100*time.Millisecond, 500*time.Millisecond, Load{Rate: 200}, cellProfiling{}, nil)
+	r := runCell(ctx, im, t.TempDir(), Cell{Clients: 4}, 100*time.Millisecond, 500*time.Millisecond, Load{Rate: 200},
+		cellProfiling{}, nil)
 	require.NoError(t, r.Err)
 	// 200/s over 0.5 s: 100 ops scheduled in the window, all counted
 	// (the ones in flight at its end are finished).
@@ -160,13 +161,15 @@ func (l lessWork) Final(ctx context.Context) (map[string]Final, error) {
 func TestTimedRunRechecked(t *testing.T) {
 	ctx := context.Background()
 	pebble, _ := implByName("pebble")
-	good := runCell(ctx, pebble, t.TempDir(), Cell{Clients: 2}, 20*time.Millisecond, 100*time.Millisecond, Load{}, cellProfiling{}, nil)
+	good := runCell(ctx, pebble, t.TempDir(), Cell{Clients: 2}, 20*time.Millisecond, 100*time.Millisecond, Load{},
+		cellProfiling{}, nil)
 	require.NoError(t, good.Err)
 	cheat := Impl{Name: "cheat", open: func(d string, s Spec) (Store, error) {
 		st, err := pebble.open(d, s)
 		return lessWork{st}, err
 	}}
-	bad := runCell(ctx, cheat, t.TempDir(), Cell{Clients: 2}, 20*time.Millisecond, 100*time.Millisecond, Load{}, cellProfiling{}, nil)
+	bad := runCell(ctx, cheat, t.TempDir(), Cell{Clients: 2}, 20*time.Millisecond, 100*time.Millisecond, Load{},
+		cellProfiling{}, nil)
 	require.ErrorContains(t, bad.Err, "the state after the timed run")
 	require.ErrorContains(t, bad.Err, "budget.reserved")
 }
@@ -177,8 +180,8 @@ func TestCellProfileWritesItsFiles(t *testing.T) {
 	pebble, _ := implByName("pebble")
 	for _, withTrace := range []bool{false, true} {
 		prefix := filepath.Join(t.TempDir(), "p")
-		r := runCell(context.Background(), pebble, t.TempDir(), Cell{Clients: 2}, 10*time.Millisecond, 50*time.Millisecond, Load{},
-			cellProfiling{prefix: prefix, trace: withTrace}, io.Discard)
+		r := runCell(context.Background(), pebble, t.TempDir(), Cell{Clients: 2}, 10*time.Millisecond,
+			50*time.Millisecond, Load{}, cellProfiling{prefix: prefix, trace: withTrace}, io.Discard)
 		require.NoError(t, r.Err)
 		for _, suffix := range []string{".cpu.pprof", ".allocs.pprof", ".allocs-base.pprof"} {
 			require.FileExists(t, prefix+suffix)
@@ -293,7 +296,8 @@ func TestMainUsage(t *testing.T) {
 	// --only nosuch stops a compare these flags let through before it times anything.
 	for _, rounds := range []string{"0", "-1"} {
 		errw.Reset()
-		require.Equal(t, 2, Main(context.Background(), []string{"compare", "--rounds", rounds, "--only", "nosuch"}, &out, &errw))
+		require.Equal(t, 2, Main(context.Background(), []string{"compare", "--rounds", rounds, "--only", "nosuch"},
+			&out, &errw))
 		require.Contains(t, errw.String(), "--rounds must be at least 1, got "+rounds)
 	}
 }
@@ -307,12 +311,15 @@ func TestCompareProfileFlags(t *testing.T) {
 	}{
 		{[]string{"--trace"}, "--profile-impl and --trace apply only with --profile"},
 		{[]string{"--profile-impl", "sqlite-group"}, "--profile-impl and --trace apply only with --profile"},
-		{[]string{"--profile", "p", "--profile-impl", "crewlg"}, `--profile-impl "crewlg" is not among the implementations compared`},
-		{[]string{"--profile", "p", "--only", "sqlite-group,pebble"}, `--profile-impl "crewlog" is not among the implementations compared (sqlite-group, pebble)`},
+		{[]string{"--profile", "p", "--profile-impl", "crewlg"},
+			`--profile-impl "crewlg" is not among the implementations compared`},
+		{[]string{"--profile", "p", "--only", "sqlite-group,pebble"},
+			`--profile-impl "crewlog" is not among the implementations compared (sqlite-group, pebble)`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var out, errw bytes.Buffer
-			require.Equal(t, 2, Main(context.Background(), append([]string{"compare", "--duration", "0s"}, tc.args...), &out, &errw))
+			require.Equal(t, 2, Main(context.Background(),
+				append([]string{"compare", "--duration", "0s"}, tc.args...), &out, &errw))
 			require.Contains(t, errw.String(), tc.want)
 		})
 	}
@@ -360,14 +367,16 @@ func TestSim(t *testing.T) {
 	}
 
 	var buf bytes.Buffer
-	err = Simulate(context.Background(), SimOptions{Socket: sock, TokenFile: filepath.Join(data, daemon.AdminTokenFile),
-		Runs: 2, Workers: 3, Duration: 2 * time.Second, Seed: 7, Every: 500 * time.Millisecond, Out: &buf})
+	err = Simulate(context.Background(), SimOptions{Socket: sock,
+		TokenFile: filepath.Join(data, daemon.AdminTokenFile), Runs: 2, Workers: 3, Duration: 2 * time.Second,
+		Seed: 7, Every: 500 * time.Millisecond, Out: &buf})
 	require.NoError(t, err, buf.String())
 	s := buf.String()
 	// NB: which of the rarer methods (steer.push, wait.request) a 2 s run
 	// reaches depends on the machine's speed, so only the common ones are
 	// required.
-	for _, want := range []string{"summary after", "delegate.request", "delegate.settle", "events in the simulated runs"} {
+	for _, want := range []string{"summary after", "delegate.request", "delegate.settle",
+		"events in the simulated runs"} {
 		require.Contains(t, s, want)
 	}
 	require.NotContains(t, s, "transport errors", s)
@@ -383,7 +392,9 @@ func TestSim(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(link, "http://"+addr+"/login?code="), link)
 	// It opens a session: crewd answers the link with its cookie.
-	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}
 	resp, err := noRedirect.Get(link)
 	require.NoError(t, err)
 	resp.Body.Close()
@@ -501,8 +512,8 @@ func TestCellProfileStopsWhenServerCPUFails(t *testing.T) {
 		return lost, err
 	}}
 	cell := func(im Impl) Result {
-		return runCell(context.Background(), im, t.TempDir(), Cell{Clients: 2}, 10*time.Millisecond, 50*time.Millisecond, Load{},
-			cellProfiling{prefix: filepath.Join(t.TempDir(), "p")}, io.Discard)
+		return runCell(context.Background(), im, t.TempDir(), Cell{Clients: 2}, 10*time.Millisecond,
+			50*time.Millisecond, Load{}, cellProfiling{prefix: filepath.Join(t.TempDir(), "p")}, io.Discard)
 	}
 	require.ErrorIs(t, cell(im).Err, errServerGone)
 	require.Equal(t, 1, lost.stops, "the server's profile is stopped")
@@ -514,8 +525,9 @@ func TestProbesLine(t *testing.T) {
 	require.Empty(t, probesLine(nil))
 	got := probesLine([]HostProbe{{HashMBps: 412.4, SyncP50: 180 * time.Microsecond},
 		{HashMBps: 205, SyncError: "read-only file system"}})
-	require.Equal(t, "Host probe, before the rounds and after each: SHA-256 on one core 412, 205 MB/s; a 4 KiB write "+
-		"and fdatasync in the data directory, median of 32, 180 µs, –.\n", got)
+	require.Equal(t,
+		"Host probe, before the rounds and after each: SHA-256 on one core 412, 205 MB/s; a 4 KiB write and "+
+			"fdatasync in the data directory, median of 32, 180 µs, –.\n", got)
 }
 
 // oneRetry is a store that counts one retry per admission, and moves the

@@ -41,8 +41,8 @@ func TestCellStartsFromACollectedHeap(t *testing.T) {
 		st, err := file.open(d, s)
 		return &goalAtFirstAdmit{Store: st, goal: &goal}, err
 	}}
-	r := runCell(context.Background(), im, t.TempDir(), Cell{Clients: 1}, 10*time.Millisecond, 50*time.Millisecond, Load{},
-		cellProfiling{}, nil)
+	r := runCell(context.Background(), im, t.TempDir(), Cell{Clients: 1}, 10*time.Millisecond,
+		50*time.Millisecond, Load{}, cellProfiling{}, nil)
 	require.NoError(t, r.Err)
 	require.Less(t, goal, uint64(128<<20), "the heap goal when the timed run began")
 }

@@ -90,7 +90,8 @@ type syncSharer interface{ SyncShare() int64 }
 // called right before the phase's workload and right after it (the sync
 // counter's window).
 func runPhase(ctx context.Context, im Impl, phase, dir string, mark func(begin bool)) (PhaseResult, error) {
-	res := PhaseResult{Commits: -1, Syncs: -1, SyncShare: 1, Check: CheckResult{Answers: map[string]int{}, Settled: map[string]int{}}}
+	res := PhaseResult{Commits: -1, Syncs: -1, SyncShare: 1,
+		Check: CheckResult{Answers: map[string]int{}, Settled: map[string]int{}}}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return res, err
 	}
@@ -267,13 +268,17 @@ func checkConcurrent(r CheckResult, interleaved bool) []string {
 			bad = append(bad, fmt.Sprintf(format, args...))
 		}
 	}
-	expect(f.Admitted == r.Answers["admitted"], "%d admissions answered, %d persisted", r.Answers["admitted"], f.Admitted)
-	expect(reflect.DeepEqual(f.Rejected, wantRejected), "rejections answered %v, persisted %v", wantRejected, f.Rejected)
-	expect(f.Events["delegate.requested"] == f.Admitted+rejected, "%d requests persisted for %d decisions", f.Events["delegate.requested"], f.Admitted+rejected)
+	expect(f.Admitted == r.Answers["admitted"], "%d admissions answered, %d persisted",
+		r.Answers["admitted"], f.Admitted)
+	expect(reflect.DeepEqual(f.Rejected, wantRejected), "rejections answered %v, persisted %v",
+		wantRejected, f.Rejected)
+	expect(f.Events["delegate.requested"] == f.Admitted+rejected, "%d requests persisted for %d decisions",
+		f.Events["delegate.requested"], f.Admitted+rejected)
 	expect(f.Events["budget.reserved"] == f.Admitted && f.Spent == int64(f.Admitted)*concTokens,
 		"%d reservations of %d tokens for %d admissions", f.Events["budget.reserved"], f.Spent, f.Admitted)
 	expect(f.Spent <= concBudget, "spent %d of a budget of %d", f.Spent, concBudget)
-	expect(f.Events["mailbox.appended"] == settled, "%d results delivered for %d settlements", f.Events["mailbox.appended"], settled)
+	expect(f.Events["mailbox.appended"] == settled, "%d results delivered for %d settlements",
+		f.Events["mailbox.appended"], settled)
 	for o, n := range r.Settled {
 		typ := terminalType(o)
 		expect(f.Events[typ] == n, "%d %s events for %d settlements %s", f.Events[typ], typ, n, o)
@@ -358,7 +363,8 @@ type PrecheckReport struct {
 
 func (r PrecheckReport) String() string {
 	s, c := r.Sequential, r.Concurrent
-	out := fmt.Sprintf("sequential %v, %s; 8 clients %v, %s", s.Check.Answers, syncsOf(s), c.Check.Answers, syncsOf(c))
+	out := fmt.Sprintf("sequential %v, %s; 8 clients %v, %s", s.Check.Answers, syncsOf(s),
+		c.Check.Answers, syncsOf(c))
 	if len(r.Notes) > 0 {
 		out += " (" + strings.Join(r.Notes, "; ") + ")"
 	}
@@ -421,8 +427,8 @@ func precheck(ctx context.Context, im Impl, dir string, sc SyncCounter, ref *Pre
 		why = append(why, "8 clients: "+b)
 	}
 	if f := rep.Concurrent.Check.Final["conc-0"]; im.InterleavedEvents && (f.Split > 0 || f.MaxInFlight > concSlots) {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("events not written together nor in decision order: %d split, %d in flight at most on replay",
-			f.Split, f.MaxInFlight))
+		rep.Notes = append(rep.Notes, fmt.Sprintf("events not written together nor in decision order: %d split, %d "+
+			"in flight at most on replay", f.Split, f.MaxInFlight))
 	}
 	if rep.Sequential.Syncs < 0 {
 		rep.Notes = append(rep.Notes, "sync calls not counted")

@@ -129,14 +129,23 @@ Ratios are taken within a round and summarised over rounds as median (min–max)
 	f := c.Flags()
 	f.DurationVar(&o.Duration, "duration", 5*time.Second, "measured window per cell")
 	f.IntSliceVar(&o.Clients, "clients", []int{1, 8, 64}, "concurrent clients per cell (1..64)")
-	f.StringSliceVar(&o.Only, "only", nil, "only these implementations ("+strings.Join(implNames(), ", ")+"; default all but the optional crewlog-noid, crewlog-jetstream-r3-early and jetstream-async)")
+	f.StringSliceVar(&o.Only, "only", nil, "only these implementations ("+strings.Join(implNames(), ", ")+
+		"; default all but the optional crewlog-noid, crewlog-jetstream-r3-early and jetstream-async)")
 	f.StringVar(&o.Dir, "dir", "", "directory for the stores (default: a temporary one, removed after)")
 	f.StringVar(&out, "out", "", "write the markdown table to this file instead of stdout")
-	f.IntVar(&o.Rounds, "rounds", 3, "rounds of the whole matrix, at least 1, implementation order rotated; medians and ranges over rounds")
-	f.StringVar(&o.Profile.Prefix, "profile", "", "write a CPU and an allocation profile of each timed cell of one implementation to PREFIX-<impl>-<n>.cpu.pprof, .allocs.pprof and .allocs-base.pprof (the allocations before the cell: pass it to pprof's -base); for socket, the server process's too, as PREFIX-socket-<n>.server.cpu.pprof and so on")
-	f.StringVar(&o.Profile.Impl, "profile-impl", reference, "the implementation --profile profiles: one of those compared (--only)")
-	f.BoolVar(&o.Profile.Trace, "trace", false, "with --profile, also write an execution trace of each profiled cell to PREFIX-<impl>-<n>.trace (go tool trace; -pprof=sched: where goroutines waited for a processor); it traces this process only: for socket, the clients, not the server")
-	f.Float64Var(&o.Load.Rate, "rate", 0, "open loop: operations per second scheduled at fixed times, latency from the scheduled time (0: closed loop)")
+	f.IntVar(&o.Rounds, "rounds", 3,
+		"rounds of the whole matrix, at least 1, implementation order rotated; medians and ranges over rounds")
+	f.StringVar(&o.Profile.Prefix, "profile", "", "write a CPU and an allocation profile of each timed cell of one "+
+		"implementation to PREFIX-<impl>-<n>.cpu.pprof, .allocs.pprof and .allocs-base.pprof (the allocations "+
+		"before the cell: pass it to pprof's -base); for socket, the server process's too, as "+
+		"PREFIX-socket-<n>.server.cpu.pprof and so on")
+	f.StringVar(&o.Profile.Impl, "profile-impl", reference,
+		"the implementation --profile profiles: one of those compared (--only)")
+	f.BoolVar(&o.Profile.Trace, "trace", false, "with --profile, also write an execution trace of each profiled "+
+		"cell to PREFIX-<impl>-<n>.trace (go tool trace; -pprof=sched: where goroutines waited for a processor); "+
+		"it traces this process only: for socket, the clients, not the server")
+	f.Float64Var(&o.Load.Rate, "rate", 0, "open loop: operations per second scheduled at fixed times, latency from "+
+		"the scheduled time (0: closed loop)")
 	return c
 }
 
@@ -159,7 +168,8 @@ func profileFlagsErr(flags *pflag.FlagSet, o CompareOptions) error {
 		names[i] = im.Name
 	}
 	if !slices.Contains(names, o.Profile.Impl) {
-		return fmt.Errorf("--profile-impl %q is not among the implementations compared (%s)", o.Profile.Impl, strings.Join(names, ", "))
+		return fmt.Errorf("--profile-impl %q is not among the implementations compared (%s)", o.Profile.Impl,
+			strings.Join(names, ", "))
 	}
 	return nil
 }

@@ -131,7 +131,8 @@ func Compare(ctx context.Context, o CompareOptions) (*Comparison, error) {
 				d := filepath.Join(dir, fmt.Sprintf("cell-%d", n))
 				var profile cellProfiling
 				if o.Profile.Prefix != "" && im.Name == o.Profile.Impl {
-					profile = cellProfiling{prefix: fmt.Sprintf("%s-%s-%d", o.Profile.Prefix, im.Name, n), trace: o.Profile.Trace}
+					profile = cellProfiling{prefix: fmt.Sprintf("%s-%s-%d", o.Profile.Prefix, im.Name, n),
+						trace: o.Profile.Trace}
 				}
 				r := runCell(ctx, im, d, cell, o.Warmup, o.Duration, o.Load, profile, o.Progress)
 				if err := os.RemoveAll(d); err != nil && r.Err == nil {
@@ -242,7 +243,8 @@ func (c *Comparison) summarise(im string, cell Cell) Summary {
 			s.ErrRounds++
 			continue
 		}
-		rate, p50, p99, retry = append(rate, r.PerSec), append(p50, float64(r.P50)), append(p99, float64(r.P99)), append(retry, r.Retries)
+		rate, p50, p99, retry = append(rate, r.PerSec), append(p50, float64(r.P50)), append(p99, float64(r.P99)),
+			append(retry, r.Retries)
 		cpu = append(cpu, float64(r.CPUPerOp))
 		if r.ClientCPUPerOp > 0 {
 			clientCPU = append(clientCPU, float64(r.ClientCPUPerOp))
@@ -269,7 +271,8 @@ func (c *Comparison) summarise(im string, cell Cell) Summary {
 			}
 		}
 	}
-	s.PerSec, s.P50, s.P99, s.Retry, s.CPUPerOp = spreadOf(rate), spreadOf(p50), spreadOf(p99), spreadOf(retry), spreadOf(cpu)
+	s.PerSec, s.P50, s.P99, s.Retry, s.CPUPerOp = spreadOf(rate), spreadOf(p50), spreadOf(p99), spreadOf(retry),
+		spreadOf(cpu)
 	s.VsCrewlog, s.VsSocket, s.ClientCPUPerOp = spreadOf(vsRef), spreadOf(vsSock), spreadOf(clientCPU)
 	s.HostBusy, s.HostSteal = spreadOf(busy), spreadOf(steal)
 	s.Rounds = len(rate)

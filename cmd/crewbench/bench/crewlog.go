@@ -76,7 +76,8 @@ func (s *engineStore) do(ctx context.Context, actor events.Actor, c commands.Com
 
 // doWithID submits c with a fresh commandId of principal when the store
 // sends ids.
-func (s *engineStore) doWithID(ctx context.Context, p events.Principal, actor events.Actor, c commands.Command) (commands.Reply, error) {
+func (s *engineStore) doWithID(ctx context.Context, p events.Principal, actor events.Actor,
+	c commands.Command) (commands.Reply, error) {
 	req := commands.Request{Actor: actor, Command: c}
 	if s.withIDs {
 		req.Principal, req.CommandID = p, newCommandID()
@@ -99,7 +100,8 @@ func setupEngineRuns(ctx context.Context, e *engineStore, runs []string, spec Sp
 		for _, c := range []commands.Command{
 			&commands.RunCreate{RunID: r, Team: "bench", Goal: "benchmark", Cwd: "/w", BudgetTotal: new(spec.Budget)},
 			&commands.RunTransition{RunID: r, To: "running"},
-			&commands.TaskCreate{RunID: r, TaskID: parentTask, Role: "executor", Agent: "a", Title: "work", Cwd: "/w", StepID: "work", Model: "anthropic/m1"},
+			&commands.TaskCreate{RunID: r, TaskID: parentTask, Role: "executor", Agent: "a", Title: "work", Cwd: "/w",
+				StepID: "work", Model: "anthropic/m1"},
 			&commands.TaskTransition{RunID: r, TaskID: parentTask, To: "running"},
 		} {
 			if _, err := e.do(ctx, orchestrator, c); err != nil {
@@ -116,8 +118,9 @@ func (s *engineStore) Setup(ctx context.Context, runs []string, spec Spec) error
 
 func (s *engineStore) Admit(ctx context.Context, run string, tokens int64) (Admission, error) {
 	desc := delegateDesc
-	r, err := s.doWithID(ctx, events.WorkerPrincipal(run, parentTask), worker, &commands.DelegateRequest{RunID: run, TaskID: parentTask, Prompt: delegatePrompt,
-		Description: &desc, BudgetTokens: &tokens})
+	r, err := s.doWithID(ctx, events.WorkerPrincipal(run, parentTask), worker,
+		&commands.DelegateRequest{RunID: run, TaskID: parentTask, Prompt: delegatePrompt,
+			Description: &desc, BudgetTokens: &tokens})
 	if err != nil {
 		return Admission{}, err
 	}
@@ -138,7 +141,8 @@ func (s *engineStore) Admit(ctx context.Context, run string, tokens int64) (Admi
 }
 
 func (s *engineStore) Settle(ctx context.Context, run, subID, outcome string) error {
-	_, err := s.doWithID(ctx, events.OrchestratorPrincipal(run), orchestrator, &commands.DelegateSettle{RunID: run, SubID: subID, Outcome: outcome, Text: resultText})
+	_, err := s.doWithID(ctx, events.OrchestratorPrincipal(run), orchestrator,
+		&commands.DelegateSettle{RunID: run, SubID: subID, Outcome: outcome, Text: resultText})
 	return err
 }
 

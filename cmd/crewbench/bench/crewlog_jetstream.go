@@ -38,7 +38,8 @@ func openClusterEngineStore(dir string, slots, replicas int, early bool) (*engin
 	var urls string
 	var shutdown func()
 	if replicas == 1 {
-		srv, err := natslog.StartServer(natslog.ServerOptions{Name: "crewbench", StoreDir: filepath.Join(dir, "nats"), Listen: true})
+		srv, err := natslog.StartServer(natslog.ServerOptions{Name: "crewbench", StoreDir: filepath.Join(dir,
+			"nats"), Listen: true})
 		if err != nil {
 			return nil, err
 		}
@@ -72,7 +73,8 @@ func openClusterEngineStore(dir string, slots, replicas int, early bool) (*engin
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	node, err := cluster.Start(ctx, l, cluster.Options{Name: "crewbench", Conn: nc, LeaseTTL: benchLeaseTTL,
-		Log: natslog.Config{Stream: "CREWLOG", Replicas: replicas}, EarlyStaging: early, Engine: commands.Options{Config: &cfg}})
+		Log: natslog.Config{Stream: "CREWLOG", Replicas: replicas}, EarlyStaging: early,
+		Engine: commands.Options{Config: &cfg}})
 	if err != nil {
 		stopAll(nil)
 		return nil, errors.Join(err, l.Close())

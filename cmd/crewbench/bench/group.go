@@ -71,7 +71,8 @@ type groupReq struct {
 }
 
 func newGroupStore(s sink) *groupStore {
-	g := &groupStore{sink: s, reqs: make(chan *groupReq, 4*maxGroup), done: make(chan struct{}), runs: map[string]*runState{}}
+	g := &groupStore{sink: s, reqs: make(chan *groupReq, 4*maxGroup), done: make(chan struct{}),
+		runs: map[string]*runState{}}
 	return g
 }
 
@@ -187,7 +188,8 @@ func (g *groupStore) commit() {
 }
 
 // decide runs one request against the working state and encodes its events.
-func (g *groupStore) decide(r *groupReq, recs []sinkRecord, buf []byte, now time.Time) ([]sinkRecord, []byte, Admission, error) {
+func (g *groupStore) decide(r *groupReq, recs []sinkRecord, buf []byte, now time.Time) ([]sinkRecord, []byte,
+	Admission, error) {
 	st, ok := g.runs[r.run]
 	if !ok {
 		return recs, buf, Admission{}, fmt.Errorf("bench: no run %s", r.run)

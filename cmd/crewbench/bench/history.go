@@ -309,7 +309,8 @@ func (g *historyWriter) report(w io.Writer, target int64) (stop func()) {
 			case <-t.C:
 				h := g.eng.Head()
 				el := time.Since(start)
-				fmt.Fprintf(w, "history: %d/%d events, %.0f events/s, %s\n", h, target, float64(h)/el.Seconds(), el.Round(time.Second))
+				fmt.Fprintf(w, "history: %d/%d events, %.0f events/s, %s\n", h, target, float64(h)/el.Seconds(),
+					el.Round(time.Second))
 			}
 		}
 	}()
@@ -339,8 +340,10 @@ func (g *historyWriter) runEvents(run string) int64 {
 
 // submit decides one command as p and decodes its result into into (when
 // non-nil). A rejection is an error unless rejectionOK.
-func (g *historyWriter) submit(ctx context.Context, p events.Principal, c commands.Command, into any, rejectionOK bool) error {
-	r, err := g.eng.Submit(ctx, commands.Request{Principal: p, CommandID: g.commandID(), Actor: p.Actor(), Command: c})
+func (g *historyWriter) submit(ctx context.Context, p events.Principal, c commands.Command, into any,
+	rejectionOK bool) error {
+	r, err := g.eng.Submit(ctx, commands.Request{Principal: p, CommandID: g.commandID(), Actor: p.Actor(),
+		Command: c})
 	g.raiseHead(r.Position)
 	switch {
 	case err != nil:

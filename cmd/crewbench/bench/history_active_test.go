@@ -27,8 +27,9 @@ func TestActiveStateIndependentOfHistory(t *testing.T) {
 		runs   int
 	}{{3000, 24}, {6000, 36}} {
 		dir := t.TempDir()
-		_, err := WriteHistory(context.Background(), HistoryOptions{Events: size.events, Runs: size.runs, Active: active,
-			ActiveEvents: activeEvents, Dir: dir, Submitters: 8, Span: 48 * time.Hour})
+		_, err := WriteHistory(context.Background(),
+			HistoryOptions{Events: size.events, Runs: size.runs, Active: active,
+				ActiveEvents: activeEvents, Dir: dir, Submitters: 8, Span: 48 * time.Hour})
 		require.NoError(t, err)
 		a, cold := startedActiveState(t, dir, size.runs, active)
 		require.Equal(t, size.runs-active, cold, "every finished run is cold at start-up")

@@ -80,16 +80,20 @@ start-up and memory figures.`,
 	f.Int64Var(&o.Events, "events", 1_000_000, "events in the store")
 	f.IntVar(&o.Runs, "runs", 1000, "runs in the store")
 	f.IntVar(&o.Active, "active", 10, "runs left running (the newest)")
-	f.Int64Var(&o.ActiveEvents, "active-events", DefaultActiveEvents, fmt.Sprintf("events in each active run, whatever --events and --runs, at least %d", minActiveEvents))
+	f.Int64Var(&o.ActiveEvents, "active-events", DefaultActiveEvents, fmt.Sprintf("events in each active run, "+
+		"whatever --events and --runs, at least %d", minActiveEvents))
 	f.StringVar(&o.Dir, "data", "", "crewd data directory to write the store into (its store/ must not exist)")
 	f.IntVar(&o.Submitters, "submitters", 64, "concurrent submitters while writing, at least 1")
-	f.DurationVar(&o.Span, "span", 7*24*time.Hour, "how far back the history's engine clock begins (it ends now), positive")
+	f.DurationVar(&o.Span, "span", 7*24*time.Hour,
+		"how far back the history's engine clock begins (it ends now), positive")
 	f.StringVar(&mo.Crewd, "crewd", "", "the crewd binary (default: crewd next to crewbench, else on PATH)")
 	f.IntVar(&mo.Starts, "starts", 3, "times crewd is started to time its start-up, at least 1")
 	f.IntVar(&mo.Calls, "calls", 200, "calls of each query, at least 1")
-	f.IntVar(&mo.Write, "write", -1, "events to write over the socket after the queries (-1: enough for crewd to snapshot)")
+	f.IntVar(&mo.Write, "write", -1,
+		"events to write over the socket after the queries (-1: enough for crewd to snapshot)")
 	f.BoolVar(&onlyWrite, "write-only", false, "write the store, do not measure")
-	f.BoolVar(&onlyMeasure, "measure-only", false, "measure the store already in --data (written with the same --runs and --active)")
+	f.BoolVar(&onlyMeasure, "measure-only", false,
+		"measure the store already in --data (written with the same --runs and --active)")
 	return c
 }
 

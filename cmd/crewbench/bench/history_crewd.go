@@ -179,7 +179,8 @@ func (p *crewdProcess) watchMemory() (stop func() memory) {
 // clockTicks is the unit of /proc/PID/stat's times (USER_HZ, 100 on Linux).
 const clockTicks = time.Second / 100
 
-// crewdCPU is the CPU time (user and system) process pid (crewd) has used, from /proc/PID/stat; 0 when it cannot be read.
+// crewdCPU is the CPU time (user and system) process pid (crewd) has used, from /proc/PID/stat; 0 when it cannot be
+// read.
 func crewdCPU(pid int) time.Duration {
 	d, _ := procCPU(pid)
 	return d

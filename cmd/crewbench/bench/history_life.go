@@ -150,7 +150,8 @@ func (l *runLife) step(ctx context.Context) error {
 	usage := int64(50 + 100*(i%2)) // every other one exceeds its reservation and is charged
 	var settled commands.SettleResult
 	if err := l.g.submit(ctx, l.orch, &commands.DelegateSettle{RunID: l.run, SubID: sub, Outcome: commands.OutcomeOK,
-		Text: "found it: the cache key ignores the tenant; patch attached", UsageTokens: &usage}, &settled, false); err != nil {
+		Text: "found it: the cache key ignores the tenant; patch attached", UsageTokens: &usage}, &settled,
+		false); err != nil {
 		return err
 	}
 	if i%3 == 0 {
@@ -171,7 +172,8 @@ func (l *runLife) delegate(ctx context.Context, t string) (string, error) {
 		return "", err
 	}
 	sub := res.GrandchildTaskRef
-	return sub, l.g.submit(ctx, l.orch, &commands.DelegateSpawned{RunID: l.run, SubID: sub, PID: 1000 + l.steps}, nil, false)
+	return sub, l.g.submit(ctx, l.orch, &commands.DelegateSpawned{RunID: l.run, SubID: sub,
+		PID: 1000 + l.steps}, nil, false)
 }
 
 // refused is a request the policy denies (a role no grandchild may take).
@@ -189,7 +191,8 @@ func (l *runLife) ask(ctx context.Context, t string) error {
 		Options: []string{"yes", "no"}}, &asked, false); err != nil {
 		return err
 	}
-	return l.g.submit(ctx, w, &commands.WaitResolve{RunID: l.run, TaskID: t, QuestionID: asked.QuestionID}, nil, false)
+	return l.g.submit(ctx, w, &commands.WaitResolve{RunID: l.run, TaskID: t,
+		QuestionID: asked.QuestionID}, nil, false)
 }
 
 // reportUsage reports one task's cumulative usage, a little higher each time.
@@ -210,23 +213,27 @@ func (l *runLife) message(ctx context.Context, t string, ack bool) error {
 		return err
 	}
 	ids := []string{sent.MessageID + "_" + commands.ToParent}
-	if err := l.g.submit(ctx, l.orch, &commands.MailboxDeliver{RunID: l.run, Recipient: events.RunInbox, MessageIDs: ids}, nil, false); err != nil {
+	if err := l.g.submit(ctx, l.orch, &commands.MailboxDeliver{RunID: l.run, Recipient: events.RunInbox,
+		MessageIDs: ids}, nil, false); err != nil {
 		return err
 	}
 	if !ack {
 		return nil
 	}
-	return l.g.submit(ctx, l.orch, &commands.MailboxAck{RunID: l.run, Recipient: events.RunInbox, MessageIDs: ids}, nil, false)
+	return l.g.submit(ctx, l.orch, &commands.MailboxAck{RunID: l.run, Recipient: events.RunInbox,
+		MessageIDs: ids}, nil, false)
 }
 
 // complete ends every task and the run.
 func (l *runLife) complete(ctx context.Context) error {
 	for _, t := range l.tasks {
-		if err := l.g.submit(ctx, l.orch, &commands.TaskTransition{RunID: l.run, TaskID: t, To: "completed"}, nil, false); err != nil {
+		if err := l.g.submit(ctx, l.orch, &commands.TaskTransition{RunID: l.run, TaskID: t, To: "completed"}, nil,
+			false); err != nil {
 			return err
 		}
 	}
-	return l.g.submit(ctx, l.orch, &commands.RunTransition{RunID: l.run, To: "completed", Summary: "done"}, nil, false)
+	return l.g.submit(ctx, l.orch, &commands.RunTransition{RunID: l.run, To: "completed",
+		Summary: "done"}, nil, false)
 }
 
 func decodeResult(kind string, raw json.RawMessage, into any) error {

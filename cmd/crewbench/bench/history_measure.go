@@ -122,7 +122,8 @@ func MeasureHistory(ctx context.Context, o MeasureOptions) (HistoryMeasure, erro
 		mem, err := readMemory(p.cmd.Process.Pid)
 		cpu := crewdCPU(p.cmd.Process.Pid)
 		m.Ready, m.ReadyCPU, m.RSS = append(m.Ready, p.ready), append(m.ReadyCPU, cpu), append(m.RSS, mem.rss)
-		fmt.Fprintf(progress, "history: start %d: ready in %s (CPU %s), RSS %s\n", i+1, fmtDur(p.ready), fmtDur(cpu), fmtBytes(mem.rss))
+		fmt.Fprintf(progress, "history: start %d: ready in %s (CPU %s), RSS %s\n", i+1, fmtDur(p.ready), fmtDur(cpu),
+			fmtBytes(mem.rss))
 		if err := errors.Join(err, p.stop()); err != nil {
 			return m, err
 		}
@@ -155,7 +156,8 @@ func MeasureHistory(ctx context.Context, o MeasureOptions) (HistoryMeasure, erro
 	n := o.Write
 	if n < 0 {
 		// NB: crewd runs commands.Options' default SnapshotEvery.
-		n = max(1, int(int64(commands.NextSnapshotAt(m.Active.SnapshotAt, m.Active.Records, 0))-int64(m.HeadAfterStarts)))
+		n = max(1, int(int64(commands.NextSnapshotAt(m.Active.SnapshotAt, m.Active.Records,
+			0))-int64(m.HeadAfterStarts)))
 	}
 	if n > 0 && o.Active > 0 {
 		fmt.Fprintf(progress, "history: writing %d events over the socket\n", n)
@@ -236,7 +238,8 @@ var dashboardQueries = []struct {
 	{"query.runs", func(run string) map[string]any {
 		var k uint64
 		_, _ = fmt.Sscanf(run, "team_20261001090000_%x", &k)
-		return map[string]any{"status": "completed", "newest": true, "limit": 100, "cursor": strconv.FormatUint(k, 36)}
+		return map[string]any{"status": "completed", "newest": true, "limit": 100,
+			"cursor": strconv.FormatUint(k, 36)}
 	}},
 }
 
@@ -314,7 +317,8 @@ func writeOverSocket(ctx context.Context, p *crewdProcess, runs []string, n int)
 		for t := range historyTasks {
 			task := fmt.Sprintf("%02d_work", t)
 			var cred struct{ Token string }
-			if err := p.admin.Call(ctx, "credential.issue", map[string]any{"runId": run, "taskId": task}, &cred); err != nil {
+			if err := p.admin.Call(ctx, "credential.issue", map[string]any{"runId": run, "taskId": task},
+				&cred); err != nil {
 				return 0, fmt.Errorf("bench: credential for %s/%s: %w", run, task, err)
 			}
 			issued++
@@ -336,7 +340,8 @@ func writeOverSocket(ctx context.Context, p *crewdProcess, runs []string, n int)
 
 // delegateUntil is one worker's loop of writeOverSocket, with an admin
 // connection of its own for the runtime's side.
-func delegateUntil(ctx context.Context, p *crewdProcess, run, task, token string, cycles *atomic.Int64, want int64) error {
+func delegateUntil(ctx context.Context, p *crewdProcess, run, task, token string, cycles *atomic.Int64,
+	want int64) error {
 	w, err := client.Dial(ctx, p.socket, client.Hello{RunID: run, TaskID: task, Token: token}, nil)
 	if err != nil {
 		return err
@@ -354,7 +359,8 @@ func delegateUntil(ctx context.Context, p *crewdProcess, run, task, token string
 			return err
 		}
 		sub := res.GrandchildTaskRef
-		if err := rt.Call(ctx, "delegate.spawned", map[string]any{"runId": run, "subId": sub, "pid": 4242}, nil); err != nil {
+		if err := rt.Call(ctx, "delegate.spawned", map[string]any{"runId": run, "subId": sub, "pid": 4242},
+			nil); err != nil {
 			return err
 		}
 		if err := rt.Call(ctx, "delegate.settle", map[string]any{"runId": run, "subId": sub, "outcome": "ok",

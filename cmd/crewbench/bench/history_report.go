@@ -42,7 +42,8 @@ func (r *HistoryReport) WriteMarkdown(w io.Writer) error {
 	if len(rss) > 0 {
 		fmt.Fprintf(w, "| RSS once ready, median | %s |\n", fmtBytes(rss[len(rss)/2]))
 	}
-	fmt.Fprintf(w, "| active state the starts loaded (read after them, before the queries and the writes) | %s |\n", m.Active)
+	fmt.Fprintf(w, "| active state the starts loaded (read after them, before the queries and the writes) | %s |\n",
+		m.Active)
 	fmt.Fprintf(w, "| events the starts recorded | %d |\n", m.HeadAfterStarts-m.Head)
 	fmt.Fprintf(w, "| peak RSS (VmHWM) after start and the queries | %s |\n", fmtBytes(m.PeakServing))
 	snap := "no new snapshot"
@@ -51,7 +52,8 @@ func (r *HistoryReport) WriteMarkdown(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "| peak RSS (VmHWM) after writing %d events over the socket (%s) | %s |\n\n", m.Wrote, snap,
 		fmtBytes(m.PeakWriting))
-	fmt.Fprintf(w, "| query of a finished run (admin, over the socket) | calls | spread: p50 | p99 | max | crewd CPU per call | dashboard: p50 | p99 | max |\n")
+	fmt.Fprintf(w, "| query of a finished run (admin, over the socket) | calls | spread: p50 | p99 | max | crewd "+
+		"CPU per call | dashboard: p50 | p99 | max |\n")
 	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for i, q := range m.Spread {
 		d := m.Dashboard[i]
@@ -62,9 +64,9 @@ func (r *HistoryReport) WriteMarkdown(w io.Writer) error {
 		fmt.Fprintf(w, "| `%s` | %d | %s | %s | %s | %s | %s | %s | %s |\n", q.Method, q.Calls, fmtDur(q.P50),
 			fmtDur(q.P99), fmtDur(q.Max), cpu, fmtDur(d.P50), fmtDur(d.P99), fmtDur(d.Max))
 	}
-	fmt.Fprintf(w, "\nspread: each query's calls go round %d finished runs; dashboard: all the queries on one run, then the next;\n"+
-		"crewd CPU per call: its user and system time over a query's calls in the spread order (/proc), which a loaded\n"+
-		"machine moves far less than the latencies\n", querySample)
+	fmt.Fprintf(w, "\nspread: each query's calls go round %d finished runs; dashboard: all the queries on one run, "+
+		"then the next;\ncrewd CPU per call: its user and system time over a query's calls in the spread order "+
+		"(/proc), which a loaded\nmachine moves far less than the latencies\n", querySample)
 	return nil
 }
 

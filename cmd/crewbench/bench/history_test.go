@@ -24,24 +24,28 @@ func TestWriteHistory(t *testing.T) {
 	const want, runs, active = 3000, 24, 3
 	dir := t.TempDir()
 	const span = 48 * time.Hour
-	st, err := WriteHistory(context.Background(), HistoryOptions{Events: want, Runs: runs, Active: active, ActiveEvents: 200, Dir: dir,
-		Submitters: 8, Span: span})
+	st, err := WriteHistory(context.Background(),
+		HistoryOptions{Events: want, Runs: runs, Active: active, ActiveEvents: 200, Dir: dir,
+			Submitters: 8, Span: span})
 	require.NoError(t, err)
 	require.EqualValues(t, want, st.Head, "events in the store")
 
 	byType, first, last := verifiedHistory(t, dir, st.Head)
 	require.Greater(t, last.Sub(first), span-time.Hour, "the events spread over the span")
-	require.WithinDuration(t, time.Now(), last, time.Minute, "the history ends now, with the delegations left in flight")
+	require.WithinDuration(t, time.Now(), last, time.Minute,
+		"the history ends now, with the delegations left in flight")
 	require.Equal(t, runs, byType[events.TypeRunCreated])
 	require.Equal(t, runs-active, byType[events.TypeRunCompleted])
 	require.Equal(t, active, byType[events.TypeDelegateAdmitted]-byType[events.TypeDelegateCompleted],
 		"each active run has one delegation in flight")
 	for _, typ := range []string{events.TypeDelegateRejected, events.TypeBudgetCharged, events.TypeAskAnswered,
-		events.TypeTaskUsage, events.TypeMailboxDelivered, events.TypeMailboxAcknowledged, events.TypeCredentialIssued} {
+		events.TypeTaskUsage, events.TypeMailboxDelivered, events.TypeMailboxAcknowledged,
+		events.TypeCredentialIssued} {
 		require.Positive(t, byType[typ], typ)
 	}
 
-	_, err = WriteHistory(context.Background(), HistoryOptions{Events: want, Runs: runs, Active: active, ActiveEvents: 200, Dir: dir})
+	_, err = WriteHistory(context.Background(), HistoryOptions{Events: want, Runs: runs, Active: active,
+		ActiveEvents: 200, Dir: dir})
 	require.ErrorIs(t, err, errStoreExists)
 }
 
@@ -78,7 +82,8 @@ func TestHistoryFlagsOutOfRange(t *testing.T) {
 	} {
 		t.Run(tc.flag+"="+tc.value, func(t *testing.T) {
 			var out, errw bytes.Buffer
-			code := Main(context.Background(), []string{"history", "--data", t.TempDir(), "--runs", "0", tc.flag + "=" + tc.value}, &out, &errw)
+			code := Main(context.Background(), []string{"history", "--data", t.TempDir(), "--runs", "0",
+				tc.flag + "=" + tc.value}, &out, &errw)
 			require.Equal(t, 2, code, errw.String())
 			require.Contains(t, errw.String(), tc.want)
 		})

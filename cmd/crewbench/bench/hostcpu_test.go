@@ -19,7 +19,8 @@ func TestParseCPUTimes(t *testing.T) {
 	}{
 		{"with guest columns", "cpu  4702965 2449 664348 8549136 152664 0 50073 430021 0 0",
 			cpuTimes{busy: 4702965 + 2449 + 664348 + 50073, iowait: 152664, steal: 430021, idle: 8549136}, true},
-		{"steal, no guest", "cpu 10 20 30 40 50 60 70 80", cpuTimes{busy: 10 + 20 + 30 + 60 + 70, iowait: 50, steal: 80, idle: 40}, true},
+		{"steal, no guest", "cpu 10 20 30 40 50 60 70 80",
+			cpuTimes{busy: 10 + 20 + 30 + 60 + 70, iowait: 50, steal: 80, idle: 40}, true},
 		{"no steal column", "cpu 10 20 30 40 50 60 70", cpuTimes{}, false},
 		{"a single CPU's line", "cpu0 10 20 30 40 50 60 70 80", cpuTimes{}, false},
 		{"not a number", "cpu 10 20 x 40 50 60 70 80", cpuTimes{}, false},

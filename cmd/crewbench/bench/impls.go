@@ -34,34 +34,49 @@ func group[S sink](open func(dir string) (S, error)) func(string, Spec) (Store, 
 var Impls = []Impl{
 	{Name: "file", Label: "preallocated file + fdatasync, group commit (physical limit)", open: group(openRawFile)},
 	{Name: "pebble", Label: "plain Pebble, synced batches, group commit", open: group(openPebbleSink)},
-	{Name: "crewlog", Label: "crewlog Engine in-process, a commandId per command", open: func(dir string, spec Spec) (Store, error) {
-		return openEngineStore(dir, spec.Slots, true)
+	{Name: "crewlog", Label: "crewlog Engine in-process, a commandId per command",
+		open: func(dir string, spec Spec) (Store, error) {
+			return openEngineStore(dir, spec.Slots, true)
+		}},
+	{Name: "crewlog-noid", Label: "crewlog Engine in-process, no commandId", Optional: true,
+		open: func(dir string, spec Spec) (Store, error) {
+			return openEngineStore(dir, spec.Slots, false)
+		}},
+	{Name: "crewlog-jetstream-r1", Label: "crewlog writer on NATS JetStream R1 (sync always, loopback TCP), a " +
+		"commandId per command", open: func(dir string, spec Spec) (Store, error) {
+		return openClusterEngineStore(dir, spec.Slots, 1, false)
 	}},
-	{Name: "crewlog-noid", Label: "crewlog Engine in-process, no commandId", Optional: true, open: func(dir string, spec Spec) (Store, error) {
-		return openEngineStore(dir, spec.Slots, false)
+	{Name: "crewlog-jetstream-r3", Label: "crewlog writer on NATS JetStream R3 (3 servers, sync always, loopback " +
+		"TCP), a commandId per command", open: func(dir string, spec Spec) (Store, error) {
+		return openClusterEngineStore(dir, spec.Slots, 3, false)
 	}},
-	{Name: "crewlog-jetstream-r1", Label: "crewlog writer on NATS JetStream R1 (sync always, loopback TCP), a commandId per command",
-		open: func(dir string, spec Spec) (Store, error) { return openClusterEngineStore(dir, spec.Slots, 1, false) }},
-	{Name: "crewlog-jetstream-r3", Label: "crewlog writer on NATS JetStream R3 (3 servers, sync always, loopback TCP), a commandId per command",
-		open: func(dir string, spec Spec) (Store, error) { return openClusterEngineStore(dir, spec.Slots, 3, false) }},
-	{Name: "crewlog-jetstream-r3-early", Label: "crewlog writer on NATS JetStream R3, each group published while the one before is replicated, a commandId per command",
-		Optional: true, open: func(dir string, spec Spec) (Store, error) { return openClusterEngineStore(dir, spec.Slots, 3, true) }},
-	{Name: "socket", Label: "crewlog over the unix socket, a commandId per command", open: func(dir string, spec Spec) (Store, error) {
-		return openSocketStore(dir, spec.Slots)
-	}},
-	{Name: "sqlite-group", Label: "SQLite (WAL, synchronous=FULL), group commit, one transaction per group", open: group(openSQLiteSink)},
-	{Name: "sqlite-naive", Label: "SQLite (WAL, synchronous=FULL), one transaction per operation", open: func(dir string, _ Spec) (Store, error) {
-		return openSQLiteStore(dir)
-	}},
-	{Name: "jetstream-group", Label: "NATS JetStream (sync always), group commit, one message per group", open: group(openJetStreamSink)},
-	{Name: "jetstream-async", Label: "NATS JetStream (sync always), group commit, one async message per decision", Optional: true,
-		open: group(openJetStreamAsyncSink)},
-	{Name: "jetstream-naive", Label: "NATS JetStream (sync always), optimistic writers, one message per operation", open: func(dir string, _ Spec) (Store, error) {
-		return openJetStreamStore(dir)
-	}},
-	{Name: "picrew", Label: "pi-crew's files (run.lock, tasks.json, mailbox, events.jsonl)", InterleavedEvents: true, open: func(dir string, _ Spec) (Store, error) {
-		return openPiCrewStore(dir)
-	}},
+	{Name: "crewlog-jetstream-r3-early", Label: "crewlog writer on NATS JetStream R3, each group published while " +
+		"the one before is replicated, a commandId per command", Optional: true,
+		open: func(dir string, spec Spec) (Store, error) {
+			return openClusterEngineStore(dir, spec.Slots, 3, true)
+		}},
+	{Name: "socket", Label: "crewlog over the unix socket, a commandId per command",
+		open: func(dir string, spec Spec) (Store, error) {
+			return openSocketStore(dir, spec.Slots)
+		}},
+	{Name: "sqlite-group", Label: "SQLite (WAL, synchronous=FULL), group commit, one transaction per group",
+		open: group(openSQLiteSink)},
+	{Name: "sqlite-naive", Label: "SQLite (WAL, synchronous=FULL), one transaction per operation",
+		open: func(dir string, _ Spec) (Store, error) {
+			return openSQLiteStore(dir)
+		}},
+	{Name: "jetstream-group", Label: "NATS JetStream (sync always), group commit, one message per group",
+		open: group(openJetStreamSink)},
+	{Name: "jetstream-async", Label: "NATS JetStream (sync always), group commit, one async message per decision",
+		Optional: true, open: group(openJetStreamAsyncSink)},
+	{Name: "jetstream-naive", Label: "NATS JetStream (sync always), optimistic writers, one message per operation",
+		open: func(dir string, _ Spec) (Store, error) {
+			return openJetStreamStore(dir)
+		}},
+	{Name: "picrew", Label: "pi-crew's files (run.lock, tasks.json, mailbox, events.jsonl)", InterleavedEvents: true,
+		open: func(dir string, _ Spec) (Store, error) {
+			return openPiCrewStore(dir)
+		}},
 }
 
 // errNoSuchImpl is an unknown implementation name.

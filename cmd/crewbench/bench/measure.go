@@ -116,7 +116,8 @@ type Load struct {
 // profile, when its prefix is not "", names the files of a CPU and an
 // allocation profile of the timed run, and of its execution trace if asked
 // (startCellProfile), reported on progress.
-func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window time.Duration, load Load, profile cellProfiling, progress io.Writer) Result {
+func runCell(ctx context.Context, im Impl, dir string, cell Cell, warm, window time.Duration, load Load,
+	profile cellProfiling, progress io.Writer) Result {
 	res := Result{Impl: im.Name, Cell: cell}
 	res.Err = func() error {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -336,13 +337,15 @@ func checkTimed(f map[string]Final, runs []string, ops int64) string {
 		x := f[run]
 		total += x.Admitted
 		n := x.Admitted
-		for _, typ := range []string{"delegate.requested", "budget.reserved", "mailbox.appended", "delegate.completed"} {
+		for _, typ := range []string{"delegate.requested", "budget.reserved", "mailbox.appended",
+			"delegate.completed"} {
 			if x.Events[typ] != n {
 				bad = append(bad, fmt.Sprintf("run %s: %d %s for %d admissions", run, x.Events[typ], typ, n))
 			}
 		}
 		if x.Spent != int64(n)*timedTokens || len(x.Rejected) > 0 || x.Unmatched > 0 || len(x.Bad) > 0 {
-			bad = append(bad, fmt.Sprintf("run %s: spent %d, rejected %v, %d unmatched, bad payloads %v", run, x.Spent, x.Rejected, x.Unmatched, x.Bad))
+			bad = append(bad, fmt.Sprintf("run %s: spent %d, rejected %v, %d unmatched, bad payloads %v", run,
+				x.Spent, x.Rejected, x.Unmatched, x.Bad))
 		}
 	}
 	if int64(total) != ops {

@@ -43,7 +43,8 @@ func newCommandID() string { return "r-" + uuid.NewString() }
 // rejected.
 func decisionEvents(st *runState, subID, reason string, tokens, nowMs int64) []event {
 	pol := policyOf(st, tokens)
-	evs := []event{{events.TypeDelegateRequested, &events.DelegateRequested{TaskID: parentTask, SubID: subID, Role: "explorer"}}}
+	evs := []event{{events.TypeDelegateRequested,
+		&events.DelegateRequested{TaskID: parentTask, SubID: subID, Role: "explorer"}}}
 	if reason != "" {
 		msg := "delegate rejected: " + reason
 		return append(evs, event{events.TypeDelegateRejected, &events.DelegateRejected{
@@ -80,9 +81,10 @@ func settleEvents(subID, outcome string) ([]event, error) {
 	body := fencedResult(subID, outcome)
 	return []event{
 		{events.TypeMailboxAppended, &events.MailboxAppended{
-			ID: msgID, To: parentTask, From: "delegate:" + subID, Kind: events.KindResponse, Priority: events.PriorityNormal,
-			DeliveryMode: events.DeliveryNextTurn, Body: body,
-			Data: &events.MessageData{SubID: subID, OK: outcome == "ok", TimedOut: outcome == "timed_out", Cancelled: outcome == "cancelled"}}},
+			ID: msgID, To: parentTask, From: "delegate:" + subID, Kind: events.KindResponse,
+			Priority: events.PriorityNormal, DeliveryMode: events.DeliveryNextTurn, Body: body,
+			Data: &events.MessageData{SubID: subID, OK: outcome == "ok", TimedOut: outcome == "timed_out",
+				Cancelled: outcome == "cancelled"}}},
 		t,
 	}, nil
 }
@@ -95,5 +97,6 @@ func fencedResult(subID, outcome string) string {
 
 // runCreated is the setup event every alternative writes first per run.
 func runCreated(budget int64) event {
-	return event{events.TypeRunCreated, &events.RunCreated{Team: "bench", Goal: "benchmark", Cwd: "/w", BudgetTotal: new(budget)}}
+	return event{events.TypeRunCreated, &events.RunCreated{Team: "bench", Goal: "benchmark", Cwd: "/w",
+		BudgetTotal: new(budget)}}
 }

@@ -189,8 +189,9 @@ func (s *piCrewStore) Setup(_ context.Context, runs []string, spec Spec) error {
 		del := &piDelivery{Messages: map[string]string{}, UpdatedAt: now}
 		for i := 0; i < piCrewHistory; i++ {
 			sub := newSubID()
-			tasks = append(tasks, piTask{ID: sub, RunID: r, Role: "explorer", Agent: "delegate", Title: "delegate: " + delegateDesc,
-				Status: "completed", DependsOn: []string{}, Cwd: "/w", Depth: 2, StartedAt: now, CompletedAt: now})
+			tasks = append(tasks, piTask{ID: sub, RunID: r, Role: "explorer", Agent: "delegate",
+				Title: "delegate: " + delegateDesc, Status: "completed", DependsOn: []string{}, Cwd: "/w", Depth: 2,
+				StartedAt: now, CompletedAt: now})
 			id := "msg_" + sub[3:16]
 			del.Messages[id], del.order = "queued", append(del.order, id)
 		}
@@ -336,7 +337,8 @@ func (s *piCrewStore) fileLock(ctx context.Context, file string) (func() error, 
 // token}; os.ErrExist means it is held.
 func (s *piCrewStore) tryLockFile(path, kind string) (func() error, error) {
 	tok := strconv.FormatInt(s.token.Add(1), 10)
-	payload, _ := json.Marshal(map[string]any{"kind": kind, "pid": s.pid, "createdAt": time.Now().UnixMilli(), "token": tok})
+	payload, _ := json.Marshal(map[string]any{"kind": kind, "pid": s.pid, "createdAt": time.Now().UnixMilli(),
+		"token": tok})
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		if errors.Is(err, os.ErrExist) {
@@ -427,7 +429,8 @@ func (s *piCrewStore) Admit(ctx context.Context, run string, tokens int64) (Admi
 		return Admission{}, err
 	}
 	sub := newSubID()
-	s.record(run, event{events.TypeDelegateRequested, &events.DelegateRequested{TaskID: parentTask, SubID: sub, Role: "explorer"}})
+	s.record(run, event{events.TypeDelegateRequested,
+		&events.DelegateRequested{TaskID: parentTask, SubID: sub, Role: "explorer"}})
 	var a Admission
 	var evs []event
 	err := s.withRunLock(ctx, run, func() error {
@@ -454,7 +457,8 @@ func (s *piCrewStore) Admit(ctx context.Context, run string, tokens int64) (Admi
 			return err
 		}
 		return s.saveTasks(run, append(reserved, piTask{ID: sub, RunID: run, Role: "explorer", Agent: "delegate",
-			Title: "delegate: " + delegateDesc, Status: "queued", DependsOn: []string{}, Cwd: "/w", Depth: 2, StartedAt: nowISO()}))
+			Title: "delegate: " + delegateDesc, Status: "queued", DependsOn: []string{}, Cwd: "/w", Depth: 2,
+			StartedAt: nowISO()}))
 	})
 	if err != nil {
 		return Admission{}, err
@@ -542,7 +546,8 @@ func (s *piCrewStore) finalize(ctx context.Context, run, subID, outcome string, 
 		}
 		// The history bound (see piCrewStore): the oldest settled shadow
 		// makes room for this one.
-		if settled >= piCrewHistory && t.shadow() && (t.Status == "completed" || t.Status == "failed") && t.ID != subID {
+		if settled >= piCrewHistory && t.shadow() && (t.Status == "completed" || t.Status == "failed") &&
+			t.ID != subID {
 			settled--
 			continue
 		}
@@ -557,9 +562,9 @@ func (s *piCrewStore) finalize(ctx context.Context, run, subID, outcome string, 
 func (s *piCrewStore) deliver(ctx context.Context, run string, msg *events.MailboxAppended) error {
 	d := s.runDir(run)
 	inbox := filepath.Join(d, "mailbox", "tasks", parentTask, "inbox.jsonl")
-	line, err := json.Marshal(piMessage{ID: msg.ID, RunID: run, Direction: "inbox", From: msg.From, To: msg.To, Body: msg.Body,
-		CreatedAt: nowISO(), Status: "queued", Kind: msg.Kind, Priority: msg.Priority, DeliveryMode: msg.DeliveryMode,
-		TaskID: parentTask, Data: msg.Data})
+	line, err := json.Marshal(piMessage{ID: msg.ID, RunID: run, Direction: "inbox", From: msg.From, To: msg.To,
+		Body: msg.Body, CreatedAt: nowISO(), Status: "queued", Kind: msg.Kind, Priority: msg.Priority,
+		DeliveryMode: msg.DeliveryMode, TaskID: parentTask, Data: msg.Data})
 	if err != nil {
 		return err
 	}
@@ -589,7 +594,8 @@ func (s *piCrewStore) deliver(ctx context.Context, run string, msg *events.Mailb
 			old.order = append(old.order, k)
 		}
 	}
-	del := &piDelivery{Messages: make(map[string]string, len(old.Messages)+1), UpdatedAt: nowISO(), order: append([]string(nil), old.order...)}
+	del := &piDelivery{Messages: make(map[string]string, len(old.Messages)+1), UpdatedAt: nowISO(),
+		order: append([]string(nil), old.order...)}
 	for k, x := range old.Messages {
 		del.Messages[k] = x
 	}

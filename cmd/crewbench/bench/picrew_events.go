@@ -43,7 +43,8 @@ func (s *piCrewStore) appender(run string) *piAppender {
 	defer s.mu.Unlock()
 	a, ok := s.appenders[run]
 	if !ok {
-		a = &piAppender{path: filepath.Join(s.runDir(run), "events.jsonl"), q: make(chan piAppend, piAppendQueue), done: make(chan struct{})}
+		a = &piAppender{path: filepath.Join(s.runDir(run), "events.jsonl"), q: make(chan piAppend, piAppendQueue),
+			done: make(chan struct{})}
 		s.appenders[run] = a
 		go a.loop()
 	}
@@ -130,8 +131,8 @@ func (a *piAppender) append(run string, e event) (err error) {
 		msg = msg[:200]
 	}
 	msg = e.Type + ": " + msg
-	line, err := json.Marshal(piEvent{Time: nowISO(), Type: e.Type, RunID: run, TaskID: parentTask, Message: msg, Data: data,
-		Metadata: piEventMeta{Seq: seq, Provenance: "team_runner"}})
+	line, err := json.Marshal(piEvent{Time: nowISO(), Type: e.Type, RunID: run, TaskID: parentTask,
+		Message: msg, Data: data, Metadata: piEventMeta{Seq: seq, Provenance: "team_runner"}})
 	if err != nil {
 		return err
 	}

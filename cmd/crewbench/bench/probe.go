@@ -108,7 +108,7 @@ func probesLine(ps []HostProbe) string {
 			sync[i] = "–"
 		}
 	}
-	return fmt.Sprintf("Host probe, before the rounds and after each: SHA-256 on one core %s MB/s; a 4 KiB write and "+
-		"fdatasync in the data directory, median of %d, %s.\n", strings.Join(hash, ", "), syncRepeats,
+	return fmt.Sprintf("Host probe, before the rounds and after each: SHA-256 on one core %s MB/s; a 4 KiB "+
+		"write and fdatasync in the data directory, median of %d, %s.\n", strings.Join(hash, ", "), syncRepeats,
 		strings.Join(sync, ", "))
 }

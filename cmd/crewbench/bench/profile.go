@@ -93,12 +93,14 @@ func (p *cellProfile) stop(ops int64) error {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	gc := gcCPU()
-	err := errors.Join(os.WriteFile(p.path+".allocs-base.pprof", p.base.Bytes(), 0o600), writeAllocs(p.path+".allocs.pprof"))
+	err := errors.Join(os.WriteFile(p.path+".allocs-base.pprof", p.base.Bytes(), 0o600),
+		writeAllocs(p.path+".allocs.pprof"))
 	if ops > 0 {
-		fmt.Fprintf(p.progress, "profile %s: %d ops in %s; %d GCs, %.1f allocs and %.0f B per op, heap in use %d MiB at the end; the collector %.0f%% of the process's CPU\n",
-			p.path, ops, elapsed.Round(time.Millisecond), ms.NumGC-p.ms0.NumGC,
-			float64(ms.Mallocs-p.ms0.Mallocs)/float64(ops), float64(ms.TotalAlloc-p.ms0.TotalAlloc)/float64(ops),
-			ms.HeapInuse>>20, 100*(gc[0]-p.gc0[0])/(gc[1]-p.gc0[1]))
+		fmt.Fprintf(p.progress, "profile %s: %d ops in %s; %d GCs, %.1f allocs and %.0f B per op, heap in use %d "+
+			"MiB at the end; the collector %.0f%% of the process's CPU\n", p.path, ops,
+			elapsed.Round(time.Millisecond), ms.NumGC-p.ms0.NumGC, float64(ms.Mallocs-p.ms0.Mallocs)/float64(ops),
+			float64(ms.TotalAlloc-p.ms0.TotalAlloc)/float64(ops), ms.HeapInuse>>20,
+			100*(gc[0]-p.gc0[0])/(gc[1]-p.gc0[1]))
 	}
 	return err
 }
@@ -106,7 +108,8 @@ func (p *cellProfile) stop(ops int64) error {
 // gcCPU is the collector's CPU time and the process's busy CPU time (the
 // runtime's estimates: all it could have used less the idle), in seconds.
 func gcCPU() [2]float64 {
-	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/cpu/classes/total:cpu-seconds"}, {Name: "/cpu/classes/idle:cpu-seconds"}}
+	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/cpu/classes/total:cpu-seconds"},
+		{Name: "/cpu/classes/idle:cpu-seconds"}}
 	metrics.Read(s)
 	var v [3]float64
 	for i := range s {

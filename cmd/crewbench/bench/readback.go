@@ -114,7 +114,8 @@ func (f *finals) add(run, typ string, p any) {
 		} else {
 			rp.inFlight[sub] = m.ID
 		}
-	case events.TypeDelegateCompleted, events.TypeDelegateFailed, events.TypeDelegateTimedOut, events.TypeDelegateCancelled:
+	case events.TypeDelegateCompleted, events.TypeDelegateFailed, events.TypeDelegateTimedOut,
+		events.TypeDelegateCancelled:
 		if !follows(events.TypeMailboxAppended) {
 			r.Split++
 		}
@@ -159,8 +160,8 @@ func checkPayload(typ string, p any) (sub, bad string) {
 		want(v.ReservedTokens > 0, "reserved tokens")
 		// NB: the spawn fields and the policy are most of the admission's
 		// bytes; a store that dropped them would be timed writing less.
-		want(v.Model != "" && v.Title != "" && v.Cwd != "" && v.ParentRole != "" && v.TimeoutSec > 0 && v.Deadline > 0,
-			"model, title, cwd, parent role or deadline")
+		want(v.Model != "" && v.Title != "" && v.Cwd != "" && v.ParentRole != "" && v.TimeoutSec > 0 &&
+			v.Deadline > 0, "model, title, cwd, parent role or deadline")
 		want(policyKept(v.Policy), "policy")
 	case *events.BudgetReserved:
 		sub = v.SubID

@@ -19,7 +19,8 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // errBadRecord is a record that does not decode.
 var errBadRecord = errors.New("bench: bad record")
 
-func appendRecord(dst []byte, pos uint64, stream string, version uint64, typ string, nowNs int64, payload []byte) []byte {
+func appendRecord(dst []byte, pos uint64, stream string, version uint64, typ string, nowNs int64,
+	payload []byte) []byte {
 	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0)
 	dst = binary.BigEndian.AppendUint64(dst, pos)

@@ -29,17 +29,20 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 	if c.Opts.Command != "" {
 		fmt.Fprintf(&b, "Command: `%s`\n\n", c.Opts.Command)
 	}
-	fmt.Fprintf(&b, "Machine: %d × %s, %s, data directory on %s; %s %s/%s.\n", m.NProc, m.CPU, m.Kernel, m.FS, m.GoVersion, m.GOOS, m.Arch)
+	fmt.Fprintf(&b, "Machine: %d × %s, %s, data directory on %s; %s %s/%s.\n", m.NProc, m.CPU, m.Kernel, m.FS,
+		m.GoVersion, m.GOOS, m.Arch)
 	b.WriteString(probesLine(c.Probes))
 	load := "closed loop (each client starts its next operation when the last ended)"
 	if c.Opts.Load.Rate > 0 {
-		load = fmt.Sprintf("open loop at %s operations/s per cell (latency from the scheduled time)", fmtRate(c.Opts.Load.Rate))
+		load = fmt.Sprintf("open loop at %s operations/s per cell (latency from the scheduled time)",
+			fmtRate(c.Opts.Load.Rate))
 	}
 	fmt.Fprintf(&b, "Window %s per cell after a %s warm-up, %s, %d rounds, %s in all.\n\n",
 		c.Opts.Duration, c.Opts.Warmup, load, c.Opts.Rounds, c.Elapsed.Round(time.Second))
 
 	b.WriteString("Pre-check (sync calls counted under strace; a durable answer needs one):\n\n")
-	b.WriteString("| implementation | sequential: syncs / durable answers | 8 clients: syncs / commits / durable answers | passed |\n|---|---:|---:|---|\n")
+	b.WriteString("| implementation | sequential: syncs / durable answers | 8 clients: syncs / commits / durable " +
+		"answers | passed |\n|---|---:|---:|---|\n")
 	for _, im := range append(c.Timed[:len(c.Timed):len(c.Timed)], c.Excluded...) {
 		r := c.Checks[im.Name]
 		passed := "yes"
@@ -53,8 +56,8 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 		if cc.Commits >= 0 {
 			commits = fmt.Sprint(cc.Commits)
 		}
-		fmt.Fprintf(&b, "| %s | %s / %d | %s / %s / %d | %s |\n", im.Name, countOrDash(r.Sequential.Syncs), r.Sequential.Durable,
-			countOrDash(cc.Syncs), commits, cc.Durable, passed)
+		fmt.Fprintf(&b, "| %s | %s / %d | %s / %s / %d | %s |\n", im.Name, countOrDash(r.Sequential.Syncs),
+			r.Sequential.Durable, countOrDash(cc.Syncs), commits, cc.Durable, passed)
 	}
 	b.WriteString("\n")
 
@@ -62,7 +65,8 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 	if c.Opts.Load.Rate > 0 {
 		ratio = "p99 × crewlog's | p99 × socket's"
 	}
-	b.WriteString("| clients | runs | implementation | admissions/s | p50 | p99 | " + ratio + " | CPU/op | retries/op | host busy / steal |\n")
+	b.WriteString("| clients | runs | implementation | admissions/s | p50 | p99 | " + ratio +
+		" | CPU/op | retries/op | host busy / steal |\n")
 	b.WriteString("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range c.Summary {
 		runs := "one"
@@ -74,8 +78,8 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 			label = fmt.Sprintf("%s — %s", im.Name, im.Label)
 		}
 		if s.Err != nil {
-			fmt.Fprintf(&b, "| %d | %s | %s | error in %d of %d rounds: %s | | | | | | | |\n", s.Cell.Clients, runs, label,
-				s.ErrRounds, s.ErrRounds+s.Rounds, escapeCell(s.Err.Error()))
+			fmt.Fprintf(&b, "| %d | %s | %s | error in %d of %d rounds: %s | | | | | | | |\n", s.Cell.Clients,
+				runs, label, s.ErrRounds, s.ErrRounds+s.Rounds, escapeCell(s.Err.Error()))
 			continue
 		}
 		retries := ""
@@ -139,7 +143,8 @@ func (c *Comparison) goals() string {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString("Headline ratios at 64 clients on one run, crewlog ÷ the other (within each round; median and range over rounds):\n\n")
+	b.WriteString("Headline ratios at 64 clients on one run, crewlog ÷ the other (within each round; median and " +
+		"range over rounds):\n\n")
 	b.WriteString("| crewlog ÷ | in-process | over its socket |\n|---|---:|---:|\n")
 	for _, im := range c.Timed {
 		if im.Name == reference || im.Name == "socket" {
@@ -151,7 +156,8 @@ func (c *Comparison) goals() string {
 	b.WriteString("\nGoals at 64 clients on one run (ratios within each round; median and range over rounds):\n\n")
 	b.WriteString("| crewlog ÷ | goal | in-process | met | over its socket |\n|---|---:|---:|---|---:|\n")
 	for _, g := range c.Goals() {
-		fmt.Fprintf(&b, "| %s | ≥ %g× | %s | %s | %s |\n", g.Name, g.Goal.Ratio, fmtSpread(g.InProcess), g.Met, fmtSpread(g.Socket))
+		fmt.Fprintf(&b, "| %s | ≥ %g× | %s | %s | %s |\n", g.Name, g.Goal.Ratio, fmtSpread(g.InProcess), g.Met,
+			fmtSpread(g.Socket))
 	}
 	return b.String()
 }

@@ -73,7 +73,8 @@ func Simulate(ctx context.Context, o SimOptions) error {
 		return fmt.Errorf("bench: connect to crewd at %s: %w", o.Socket, err)
 	}
 	defer s.closeAll()
-	fmt.Fprintf(o.Out, "crewbench sim: %d runs × %d workers for %s against %s (seed %d)\n", o.Runs, o.Workers, o.Duration, o.Socket, o.Seed)
+	fmt.Fprintf(o.Out, "crewbench sim: %d runs × %d workers for %s against %s (seed %d)\n", o.Runs, o.Workers,
+		o.Duration, o.Socket, o.Seed)
 
 	began := time.Now()
 	work, stop := context.WithTimeout(ctx, o.Duration)
@@ -101,7 +102,8 @@ func Simulate(ctx context.Context, o SimOptions) error {
 		case <-tick.C:
 			calls, admitted, rejected := s.stats.snapshot()
 			fmt.Fprintf(o.Out, "  %5.1fs  calls %6d (%4.0f/s)  admitted %5d  rejected %5d  in flight %3d\n",
-				time.Since(began).Seconds(), calls, float64(calls-lastCalls)/o.Every.Seconds(), admitted, rejected, s.inFlight.Load())
+				time.Since(began).Seconds(), calls, float64(calls-lastCalls)/o.Every.Seconds(), admitted, rejected,
+				s.inFlight.Load())
 			lastCalls = calls
 		}
 	}

@@ -49,6 +49,7 @@ reason, latency percentiles. crewd ships with delegation and asks off, as pi-cre
 	f.IntVar(&o.Workers, "workers", 4, "worker tasks per run")
 	f.DurationVar(&o.Duration, "duration", 20*time.Second, "how long the crew works before winding down")
 	f.Uint64Var(&o.Seed, "seed", 0, "random seed (0: random; the summary names it)")
-	f.BoolVar(&dashboard, "dashboard", false, "print a one-time login link to crewd's dashboard, asked through its socket, before starting (opens nothing)")
+	f.BoolVar(&dashboard, "dashboard", false, "print a one-time login link to crewd's dashboard, asked through its "+
+		"socket, before starting (opens nothing)")
 	return c
 }

@@ -46,13 +46,15 @@ func (c *crew) pause(ctx context.Context, d time.Duration) bool {
 func (c *crew) run(ctx, work context.Context, admin *client.Client, i int) error {
 	s := c.sim
 	var created struct{ RunID, OrchestratorToken string }
-	if err := s.call(ctx, admin, "run.create", map[string]any{"team": "sim", "goal": fmt.Sprintf("simulated crew %d", i),
-		"cwd": "/repo", "workflow": "default", "budgetTotal": 150_000}, &created); err != nil {
+	if err := s.call(ctx, admin, "run.create", map[string]any{"team": "sim",
+		"goal": fmt.Sprintf("simulated crew %d", i), "cwd": "/repo", "workflow": "default", "budgetTotal": 150_000},
+		&created); err != nil {
 		return fmt.Errorf("bench: run.create: %w", err)
 	}
 	c.runID = created.RunID
 	var err error
-	if c.orch, err = s.dial(ctx, client.Hello{RunID: c.runID, TaskID: events.OrchestratorKey, Token: created.OrchestratorToken}); err != nil {
+	if c.orch, err = s.dial(ctx, client.Hello{RunID: c.runID, TaskID: events.OrchestratorKey,
+		Token: created.OrchestratorToken}); err != nil {
 		return err
 	}
 	if err := s.call(ctx, c.orch, "run.transition", map[string]any{"to": "running"}, nil); err != nil {
@@ -68,7 +70,8 @@ func (c *crew) run(ctx, work context.Context, admin *client.Client, i int) error
 			p map[string]any
 			r any
 		}{
-			{"task.create", map[string]any{"taskId": id, "role": role, "agent": role, "title": "step " + id, "cwd": fmt.Sprintf("/repo/pkg%d", w), "stepId": id, "model": "anthropic/sonnet"}, nil},
+			{"task.create", map[string]any{"taskId": id, "role": role, "agent": role, "title": "step " + id,
+				"cwd": fmt.Sprintf("/repo/pkg%d", w), "stepId": id, "model": "anthropic/sonnet"}, nil},
 			{"task.transition", map[string]any{"taskId": id, "to": "running"}, nil},
 			{"credential.issue", map[string]any{"taskId": id}, &issued},
 		} {
@@ -107,7 +110,8 @@ func (c *crew) run(ctx, work context.Context, admin *client.Client, i int) error
 	for _, id := range c.tasks {
 		_ = s.call(ctx, c.orch, "task.transition", map[string]any{"taskId": id, "to": "completed"}, nil)
 	}
-	if err := s.call(ctx, c.orch, "run.transition", map[string]any{"to": "completed", "summary": "simulation over"}, nil); err != nil && !errors.Is(err, errRefused) {
+	if err := s.call(ctx, c.orch, "run.transition", map[string]any{"to": "completed", "summary": "simulation over"},
+		nil); err != nil && !errors.Is(err, errRefused) {
 		return err
 	}
 	return c.countEvents(ctx)
@@ -121,13 +125,16 @@ func (c *crew) worker(ctx context.Context, conn *client.Client, task string) {
 		case n < 55:
 			c.delegate(ctx, conn, task, 1)
 		case n < 70:
-			_ = s.call(ctx, conn, "msg.send", map[string]any{"to": "parent", "body": "progress: " + task + " halfway", "kind": "notify"}, nil)
+			_ = s.call(ctx, conn, "msg.send", map[string]any{"to": "parent", "body": "progress: " + task + " halfway",
+				"kind": "notify"}, nil)
 		case n < 80:
 			var q struct{ QuestionID string }
-			if s.call(ctx, conn, "wait.request", map[string]any{"question": "which API version should " + task + " target?",
-				"options": []string{"v1", "v2"}, "timeoutSec": 60}, &q) == nil {
+			if s.call(ctx, conn, "wait.request",
+				map[string]any{"question": "which API version should " + task + " target?",
+					"options": []string{"v1", "v2"}, "timeoutSec": 60}, &q) == nil {
 				c.pause(ctx, 300*time.Millisecond) // the answer arrives
-				_ = s.call(context.WithoutCancel(ctx), conn, "wait.resolve", map[string]any{"questionId": q.QuestionID}, nil)
+				_ = s.call(context.WithoutCancel(ctx), conn, "wait.resolve",
+					map[string]any{"questionId": q.QuestionID}, nil)
 			}
 		case n < 90:
 			var inbox struct{ Messages []struct{ ID string } }
@@ -180,7 +187,8 @@ func (c *crew) lifecycle(ctx, work context.Context, g grandchild) {
 		// which the engine refuses at the depth limit.
 		var issued struct{ Token string }
 		if s.call(ctx, c.orch, "credential.issue", map[string]any{"taskId": g.subID}, &issued) == nil {
-			if conn, err := s.dial(ctx, client.Hello{RunID: c.runID, TaskID: g.subID, Token: issued.Token}); err == nil {
+			if conn, err := s.dial(ctx, client.Hello{RunID: c.runID, TaskID: g.subID,
+				Token: issued.Token}); err == nil {
 				c.delegate(work, conn, g.subID, g.depth)
 				_ = conn.Close()
 			}
@@ -207,7 +215,8 @@ func (c *crew) lifecycle(ctx, work context.Context, g grandchild) {
 func (c *crew) steer(ctx context.Context) {
 	for c.pause(ctx, 700*time.Millisecond) {
 		task := c.tasks[c.intn(len(c.tasks))]
-		_ = c.sim.call(ctx, c.orch, "steer.push", map[string]any{"taskId": task, "body": "focus on the failing test first"}, nil)
+		_ = c.sim.call(ctx, c.orch, "steer.push",
+			map[string]any{"taskId": task, "body": "focus on the failing test first"}, nil)
 		_ = c.sim.call(ctx, c.orch, "query.slots", map[string]any{}, nil)
 	}
 }
@@ -221,7 +230,8 @@ func (c *crew) countEvents(ctx context.Context) error {
 			NextSeq uint64     `json:"nextSeq"`
 			HasMore bool       `json:"hasMore"`
 		}
-		if err := c.orch.Call(ctx, "events.since", map[string]any{"sinceSeq": since, "limit": 1000}, &page); err != nil {
+		if err := c.orch.Call(ctx, "events.since", map[string]any{"sinceSeq": since, "limit": 1000},
+			&page); err != nil {
 			return fmt.Errorf("bench: count events: %w", err)
 		}
 		c.events += len(page.Events)

@@ -22,7 +22,8 @@ type simStats struct {
 }
 
 func newSimStats() *simStats {
-	return &simStats{calls: map[string][]time.Duration{}, rejections: map[string]int{}, errors: map[string]int{}, settled: map[string]int{}}
+	return &simStats{calls: map[string][]time.Duration{}, rejections: map[string]int{}, errors: map[string]int{},
+		settled: map[string]int{}}
 }
 
 func (s *simStats) call(method string, d time.Duration) {
@@ -78,7 +79,8 @@ func (s *simStats) write(w io.Writer, elapsed time.Duration, events int) {
 	fmt.Fprintf(w, "\nsummary after %s\n", elapsed.Round(time.Millisecond))
 	fmt.Fprintf(w, "  commands and queries answered: %d (%.0f/s)\n", total, float64(total)/elapsed.Seconds())
 	fmt.Fprintf(w, "  events in the simulated runs:  %d\n", events)
-	fmt.Fprintf(w, "  delegations admitted: %d (%d by grandchildren); settled: %s\n", s.admitted, s.nested, kv(s.settled))
+	fmt.Fprintf(w, "  delegations admitted: %d (%d by grandchildren); settled: %s\n", s.admitted, s.nested,
+		kv(s.settled))
 	fmt.Fprintf(w, "  rejections by reason:\n")
 	if len(s.rejections) == 0 {
 		fmt.Fprintf(w, "    none\n")
@@ -93,8 +95,8 @@ func (s *simStats) write(w io.Writer, elapsed time.Duration, events int) {
 	row := func(name string, l []time.Duration) {
 		l = slices.Clone(l)
 		slices.Sort(l)
-		fmt.Fprintf(w, "    %-26s %7d %8s %8s %8s %8s\n", name, len(l), fmtDur(percentile(l, 50)), fmtDur(percentile(l, 90)),
-			fmtDur(percentile(l, 99)), fmtDur(percentile(l, 100)))
+		fmt.Fprintf(w, "    %-26s %7d %8s %8s %8s %8s\n", name, len(l), fmtDur(percentile(l, 50)),
+			fmtDur(percentile(l, 90)), fmtDur(percentile(l, 99)), fmtDur(percentile(l, 100)))
 	}
 	row("all", all)
 	for _, m := range methods {

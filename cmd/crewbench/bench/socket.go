@@ -45,7 +45,8 @@ func openSocketStore(dir string, slots int) (*socketStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &socketStore{sockDir: sockDir, workers: map[string]chan *client.Client{}, orchs: map[string]chan *client.Client{}}
+	s := &socketStore{sockDir: sockDir, workers: map[string]chan *client.Client{},
+		orchs: map[string]chan *client.Client{}}
 	tok := randomHex(32)
 	s.srv, err = startSocketServer(dir, slots, filepath.Join(sockDir, "s", "crewd.sock"), tok)
 	if err != nil {
@@ -122,7 +123,8 @@ func (s *socketStore) Setup(ctx context.Context, runs []string, spec Spec) error
 			"cwd": "/w", "budgetTotal": spec.Budget}, &created); err != nil {
 			return err
 		}
-		orch, err := s.dial(ctx, client.Hello{RunID: r, TaskID: events.OrchestratorKey, Token: created.OrchestratorToken})
+		orch, err := s.dial(ctx, client.Hello{RunID: r, TaskID: events.OrchestratorKey,
+			Token: created.OrchestratorToken})
 		if err != nil {
 			return err
 		}
@@ -147,7 +149,8 @@ func (s *socketStore) Setup(ctx context.Context, runs []string, spec Spec) error
 				params map[string]any
 				into   any
 			}{
-				{"task.create", map[string]any{"taskId": task, "role": "executor", "agent": "a", "title": "work", "cwd": "/w", "stepId": "work", "model": "anthropic/m1"}, nil},
+				{"task.create", map[string]any{"taskId": task, "role": "executor", "agent": "a", "title": "work",
+					"cwd": "/w", "stepId": "work", "model": "anthropic/m1"}, nil},
 				{"task.transition", map[string]any{"taskId": task, "to": "running"}, nil},
 				{"credential.issue", map[string]any{"taskId": task}, &issued},
 			}
@@ -165,7 +168,8 @@ func (s *socketStore) Setup(ctx context.Context, runs []string, spec Spec) error
 			}
 			s.workers[r] <- w
 			if i > 0 {
-				o, err := s.dial(ctx, client.Hello{RunID: r, TaskID: events.OrchestratorKey, Token: created.OrchestratorToken})
+				o, err := s.dial(ctx, client.Hello{RunID: r, TaskID: events.OrchestratorKey,
+					Token: created.OrchestratorToken})
 				if err != nil {
 					return err
 				}

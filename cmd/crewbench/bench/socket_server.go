@@ -84,8 +84,9 @@ func serveSocketChild(v string, stdin io.Reader, stdout io.Writer) error {
 	// NB: no per-credential pace. The clients of a run share its orchestrator credential for their settlements,
 	// so the default pace (5,000 requests/s per credential, a fairness policy the hostile-mix soak measures)
 	// would cap a one-run cell at 5,000 admissions/s whatever the socket costs.
-	srv, err := broker.New(e.eng, e.log, broker.Options{SocketPath: job.Socket, AdminDigest: daemon.Digest(job.AdminToken),
-		ServerKey: []byte(randomHex(32)), SessionID: "crewbench", RatePerCredential: -1})
+	srv, err := broker.New(e.eng, e.log, broker.Options{SocketPath: job.Socket,
+		AdminDigest: daemon.Digest(job.AdminToken), ServerKey: []byte(randomHex(32)), SessionID: "crewbench",
+		RatePerCredential: -1})
 	if err == nil {
 		err = srv.Listen()
 	}
@@ -108,7 +109,8 @@ func serveSocketChild(v string, stdin io.Reader, stdout io.Writer) error {
 		case strings.HasPrefix(line, "profile "):
 			reply = []byte("ok")
 			var err error
-			if prof, err = startCellProfile(cellProfiling{prefix: strings.TrimPrefix(line, "profile ")}, io.Discard); err != nil {
+			if prof, err = startCellProfile(cellProfiling{prefix: strings.TrimPrefix(line, "profile ")},
+				io.Discard); err != nil {
 				reply = []byte("error: " + err.Error())
 			}
 		case strings.HasPrefix(line, "profile-stop "):

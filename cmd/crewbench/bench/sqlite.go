@@ -62,7 +62,9 @@ func openSQLiteStore(dir string) (*sqliteStore, error) {
 func (s *sqliteStore) Setup(ctx context.Context, runs []string, spec Spec) error {
 	for _, r := range runs {
 		st := &runState{Granted: spec.Budget, Slots: spec.Slots}
-		if err := s.tx(ctx, r, func(*runState) ([]event, error) { return []event{runCreated(spec.Budget)}, nil }, st); err != nil {
+		if err := s.tx(ctx, r, func(*runState) ([]event, error) {
+			return []event{runCreated(spec.Budget)}, nil
+		}, st); err != nil {
 			return err
 		}
 	}
@@ -72,7 +74,8 @@ func (s *sqliteStore) Setup(ctx context.Context, runs []string, spec Spec) error
 // tx runs one read-check-append transaction on run, retrying on a version
 // conflict. decide sees the state read in the transaction and returns the
 // events to append; it may change the state. init is the state of a new run.
-func (s *sqliteStore) tx(ctx context.Context, run string, decide func(*runState) ([]event, error), init *runState) error {
+func (s *sqliteStore) tx(ctx context.Context, run string, decide func(*runState) ([]event, error),
+	init *runState) error {
 	for {
 		err := s.try(ctx, run, decide, init)
 		if !errors.Is(err, errConflict) {
@@ -81,7 +84,8 @@ func (s *sqliteStore) tx(ctx context.Context, run string, decide func(*runState)
 	}
 }
 
-func (s *sqliteStore) try(ctx context.Context, run string, decide func(*runState) ([]event, error), init *runState) (err error) {
+func (s *sqliteStore) try(ctx context.Context, run string, decide func(*runState) ([]event, error),
+	init *runState) (err error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("bench: sqlite begin: %w", err)
@@ -94,7 +98,8 @@ func (s *sqliteStore) try(ctx context.Context, run string, decide func(*runState
 	st := init
 	var blob []byte
 	var version uint64
-	switch err := tx.QueryRowContext(ctx, `SELECT version, state FROM streams WHERE stream = ?`, run).Scan(&version, &blob); {
+	switch err := tx.QueryRowContext(ctx, `SELECT version, state FROM streams WHERE stream = ?`,
+		run).Scan(&version, &blob); {
 	case errors.Is(err, sql.ErrNoRows) && init != nil:
 	case err != nil:
 		return fmt.Errorf("bench: sqlite read %s: %w", run, err)
@@ -127,7 +132,8 @@ func (s *sqliteStore) try(ctx context.Context, run string, decide func(*runState
 		return err
 	}
 	res, err := tx.ExecContext(ctx, `INSERT INTO streams(stream, version, state) VALUES (?, ?, ?)
-		ON CONFLICT(stream) DO UPDATE SET version = excluded.version, state = excluded.state WHERE streams.version = ?`,
+		ON CONFLICT(stream) DO UPDATE SET version = excluded.version, state = excluded.state`+
+		` WHERE streams.version = ?`,
 		run, st.Version, blob, read)
 	if err != nil {
 		return fmt.Errorf("bench: sqlite state: %w", err)
@@ -239,7 +245,8 @@ func openSQLiteSink(dir string) (*sqliteSink, error) {
 		_, err = s.conn.ExecContext(ctx, sqliteSinkSchema)
 	}
 	if err == nil {
-		s.insert, err = s.conn.PrepareContext(ctx, `INSERT INTO events(position, stream, version, type, time, data) VALUES (?, ?, ?, ?, ?, ?)`)
+		s.insert, err = s.conn.PrepareContext(ctx,
+			`INSERT INTO events(position, stream, version, type, time, data) VALUES (?, ?, ?, ?, ?, ?)`)
 	}
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("bench: sqlite: %w", err), s.Close())
@@ -260,7 +267,8 @@ func (s *sqliteSink) Write(recs []sinkRecord, _ []byte) (err error) {
 	}()
 	ins := tx.StmtContext(ctx, s.insert)
 	for _, r := range recs {
-		if _, err := ins.ExecContext(ctx, int64(r.Pos), r.Stream, int64(r.Version), r.Type, r.TimeNs, r.Payload()); err != nil {
+		if _, err := ins.ExecContext(ctx, int64(r.Pos), r.Stream, int64(r.Version), r.Type, r.TimeNs,
+			r.Payload()); err != nil {
 			return fmt.Errorf("bench: sqlite insert: %w", err)
 		}
 	}
@@ -272,7 +280,8 @@ func (s *sqliteSink) Write(recs []sinkRecord, _ []byte) (err error) {
 
 func (s *sqliteSink) ReadAll(fn func(decodedRecord) error) error {
 	ctx := context.Background()
-	rows, err := s.conn.QueryContext(ctx, `SELECT position, stream, version, type, data FROM events ORDER BY position`)
+	rows, err := s.conn.QueryContext(ctx,
+		`SELECT position, stream, version, type, data FROM events ORDER BY position`)
 	if err != nil {
 		return fmt.Errorf("bench: sqlite read: %w", err)
 	}

@@ -48,8 +48,8 @@ type CellStorage struct {
 }
 
 func storageBetween(before, after StorageWork, ops int64) *CellStorage {
-	return &CellStorage{Ops: ops, Work: StorageWork{WAL: after.WAL - before.WAL, Flushed: after.Flushed - before.Flushed,
-		CompactionRead:    after.CompactionRead - before.CompactionRead,
+	return &CellStorage{Ops: ops, Work: StorageWork{WAL: after.WAL - before.WAL,
+		Flushed: after.Flushed - before.Flushed, CompactionRead: after.CompactionRead - before.CompactionRead,
 		CompactionWritten: after.CompactionWritten - before.CompactionWritten}}
 }
 

@@ -37,7 +37,7 @@ func TestCellsReportTheirStorageWork(t *testing.T) {
 func TestCellStorageString(t *testing.T) {
 	c := storageBetween(StorageWork{WAL: 1000, Flushed: 0, CompactionRead: 500, CompactionWritten: 100},
 		StorageWork{WAL: 6000, Flushed: 5200, CompactionRead: 6700, CompactionWritten: 3900}, 2)
-	require.Equal(t, "storage per operation: WAL 2.50 KB, flushed 2.60 KB, compactions read 3.10 KB and wrote 1.90 KB",
-		c.String())
+	require.Equal(t,
+		"storage per operation: WAL 2.50 KB, flushed 2.60 KB, compactions read 3.10 KB and wrote 1.90 KB", c.String())
 	require.Equal(t, "storage: no operations", storageBetween(StorageWork{}, StorageWork{}, 0).String())
 }

@@ -74,7 +74,8 @@ func (straceCounter) Run(ctx context.Context, im Impl, phase, dir string) (Phase
 	}
 	var res PhaseResult
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-		return PhaseResult{}, fmt.Errorf("bench: pre-check child: %w: %s", err, lastLines(out.String()+stderr.String(), 5))
+		return PhaseResult{}, fmt.Errorf("bench: pre-check child: %w: %s", err,
+			lastLines(out.String()+stderr.String(), 5))
 	}
 	// NB: strace names a descriptor by its resolved path.
 	if store, err = filepath.EvalSymlinks(store); err != nil {
@@ -106,7 +107,10 @@ func countSyncs(r io.Reader, dir string) (int64, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	in, seen := false, false
-	ofStore := func(path string) bool { return path == dir || strings.HasPrefix(path, dir+string(filepath.Separator)) }
+	ofStore := func(path string) bool {
+		return path == dir ||
+			strings.HasPrefix(path, dir+string(filepath.Separator))
+	}
 	// started holds, per thread, whether its unfinished sync counts if it succeeds.
 	started := map[string]bool{}
 	var n int64
