@@ -1,7 +1,7 @@
 // Package plainpebble is the plain-Pebble baseline of crewbench: synced
 // batches of raw keys and values, with the options crewlog's eventlog gives
-// Pebble (newest format, its memtable and block cache sizes, bloom filters, block compression per level), and nothing else —
-// no record format, hash chain, command table or head.
+// Pebble (newest format, its memtable and block cache sizes, bloom filters, block compression per level), and nothing
+// else — no record format, hash chain, command table or head.
 //
 // NB: it is the one package besides eventlog that imports Pebble: a baseline
 // has to (integration's import rules exempt it).
