@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"strings"
@@ -256,12 +257,15 @@ func TestADelegateResultNoInboxCanReadIsCut(t *testing.T) {
 				require.True(t, ok, "the result: %q", result)
 				delivered, note, ok := strings.Cut(delivered, "\n--- end delegate "+sub+" ---")
 				require.True(t, ok, "its end marker: %q", result)
-				require.Equal(t, fmt.Sprintf("\n[the result was cut to fit a frame: its text had %d chars]", len(text)),
-					note, "the note of the cut")
 				require.Equal(t, strings.Repeat("<", len(delivered)), delivered, "a start of the text")
 				require.Less(t, len(delivered), len(text), "cut")
-				if frame > wire.MaxFrameFloor {
-					// NB: in the smallest frame, room for a parent task id of the longest leaves none for the text.
+				if frame == wire.MaxFrameFloor {
+					// NB: in the smallest frame, room for a parent task id of the longest leaves none for the text,
+					// nor for the note of the cut.
+					require.Empty(t, delivered+note, "cut to nothing")
+				} else {
+					require.Equal(t, fmt.Sprintf("\n[the result was cut to fit a frame: its text had %d chars]",
+						len(text)), note, "the note of the cut")
 					require.Greater(t, len(delivered), 2, "cut, not emptied")
 				}
 				require.Contains(t, []any{"done", `"done"`}, last, "the message after the result")
@@ -274,20 +278,39 @@ func TestADelegateResultNoInboxCanReadIsCut(t *testing.T) {
 // without runId a run id of the longest), which in a frame of 1 KiB leaves no room for any text: every result, "done"
 // too, was delivered as an empty fence, which its parent read as a grandchild that answered nothing, and nothing in
 // the settle's answer, the message or the event that recorded it said that there had been more. The fence of a cut
-// result is followed by a note of the length of the text as sent.
+// result is followed by a note of the length of the text as sent, made room for in the start of the text delivered.
+// Where that start was shorter than the note (frames under about 1.5 KiB), the note was added all the same, and the
+// message outgrew the page it was cut for: a parent of the longest id read it in msg.inbox without its body
+// (textsOmitted), where it read an empty fence before the note. The note is left out where the start leaves it no
+// room, and the result is read whole and pushed in every frame, whatever its parent's id.
 func TestACutResultSaysSo(t *testing.T) {
-	for _, tc := range []struct {
+	type cutCase struct {
 		frame  int
 		text   string
 		parent string
-	}{
-		{wire.MaxFrameFloor, "done", taskP},
-		{1500, strings.Repeat("a", 300), taskP},
-		{4096, strings.Repeat("<", 3800), taskP},
+		noted  bool // the cut leaves the note room
+	}
+	longest := strings.Repeat("p", commands.MaxIDChars)
+	cases := []cutCase{
+		{wire.MaxFrameFloor, "done", taskP, false},
+		{1500, strings.Repeat("a", 300), taskP, false},
+		{4096, strings.Repeat("<", 3800), taskP, true},
 		// NB: the note is made room for in the page the text was cut for: the longest parent id reads it whole.
-		{4096, strings.Repeat("<", 3800), strings.Repeat("p", commands.MaxIDChars)},
-	} {
-		t.Run(fmt.Sprint(tc.frame, " ", len(tc.parent)), func(t *testing.T) {
+		{4096, strings.Repeat("<", 3800), longest, true},
+	}
+	for frame := wire.MaxFrameFloor; frame <= 1600; frame += 25 {
+		for _, parent := range []string{taskP, longest} {
+			if parent == longest && frame < 1099 {
+				// NB: a page of a smaller frame holds no result's message to a parent of the longest id, not even an
+				// empty fence: it is read without its body, as before the note, and no cut of the text can help.
+				continue
+			}
+			cases = append(cases, cutCase{frame, "done", parent, false},
+				cutCase{frame, strings.Repeat("<", frame-300), parent, frame >= 1600})
+		}
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprint(tc.frame, " ", len(tc.parent), " ", len(tc.text)), func(t *testing.T) {
 			f := newFixture(t, fixtureOpts{opts: Options{MaxFrame: tc.frame}})
 			s := f.seed()
 			o, p := f.dial(), f.dial()
@@ -303,16 +326,62 @@ func TestACutResultSaysSo(t *testing.T) {
 			sub := p.ok("delegate.request", map[string]any{"prompt": "look", "description": "d"})["grandchildTaskRef"].(string)
 			o.result("delegate.settle", o.callUnescaped("delegate.settle",
 				map[string]any{"subId": sub, "outcome": "ok", "text": tc.text}))
-			result := resultBodyOf(p, sub)
-			fenced, note, ok := strings.Cut(result, "\n--- end delegate "+sub+" ---")
-			require.True(t, ok, "the fence: %q", result)
-			require.Equal(t, fmt.Sprintf("\n[the result was cut to fit a frame: its text had %d chars]",
-				utf8.RuneCountInString(tc.text)), note, "the note after the fence")
-			delivered := strings.TrimPrefix(fenced, "--- delegate "+sub+" (ok) ---\n")
+			o.ok("msg.send", map[string]any{"to": []any{tc.parent}, "body": "after"})
+			require.True(t, p.pushedBefore("delegate:"+sub, "after"), "the result is pushed to its parent")
+
+			m := resultOf(p, sub)
+			require.Nil(t, m["textsOmitted"], "the result is read whole")
+			fenced, note, ok := strings.Cut(m["body"].(string), "\n--- end delegate "+sub+" ---")
+			require.True(t, ok, "the fence: %q", m["body"])
+			delivered, ok := strings.CutPrefix(fenced, "--- delegate "+sub+" (ok) ---\n")
+			require.True(t, ok, "the fence: %q", m["body"])
 			require.True(t, strings.HasPrefix(tc.text, delivered), "a start of the text: %q", delivered)
-			require.Less(t, len(delivered), len(tc.text), "cut")
+			if tc.text != "done" {
+				require.Less(t, len(delivered), len(tc.text), "cut")
+			}
+			want := fmt.Sprintf("\n[the result was cut to fit a frame: its text had %d chars]",
+				utf8.RuneCountInString(tc.text))
+			switch {
+			case note != "" || tc.noted:
+				require.Equal(t, want, note, "the note after the fence")
+			case delivered != tc.text:
+				require.Less(t, jsonTextBytes(delivered), jsonTextBytes(want), "the note is left out only for want of room")
+			}
 		})
 	}
+}
+
+// pushedBefore reads the mailbox pushes c is sent up to the one whose body holds last, and tells whether one from
+// sender came first.
+func (c *client) pushedBefore(sender, last string) bool {
+	c.t.Helper()
+	seen := false
+	for {
+		var ev struct {
+			Name string `json:"event"`
+			Data struct {
+				From string `json:"from"`
+				Body string `json:"body"`
+			} `json:"data"`
+		}
+		require.NoError(c.t, json.Unmarshal(c.nextFrame(), &ev))
+		switch {
+		case ev.Name != wire.EventMailboxMessage:
+		case ev.Data.From == sender:
+			seen = true
+		case strings.Contains(ev.Data.Body, last):
+			return seen
+		}
+	}
+}
+
+// jsonTextBytes is the bytes s takes inside a JSON string.
+func jsonTextBytes(s string) int {
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(err)
+	}
+	return len(b) - 2
 }
 
 // TestACutResultsRetryIsTheSameRequest: a settle's text is cut to what an inbox page holds before the engine sees it,
@@ -417,10 +486,16 @@ func TestACutResultsRetryIsTheSameRequestWhateverTheFrame(t *testing.T) {
 
 // resultBodyOf is the body of the message that delivered delegation sub's result to reader, read a message a page.
 func resultBodyOf(reader *client, sub string) string {
-	var result string
+	body, _ := resultOf(reader, sub)["body"].(string)
+	return body
+}
+
+// resultOf is the message that delivered delegation sub's result to reader, read a message a page.
+func resultOf(reader *client, sub string) map[string]any {
+	var result map[string]any
 	for _, m := range widestIDPages(reader, "msg.inbox", map[string]any{"limit": 1}) {
 		if m["from"] == "delegate:"+sub {
-			result = m["body"].(string)
+			result = m
 		}
 	}
 	return result

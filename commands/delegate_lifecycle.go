@@ -109,17 +109,21 @@ func (c *DelegateSettle) decide(s *projections.State, env *Env) (Decision, error
 
 // resultBody is the body of the message that delivers c's text of delegation subID: ResultBody, and when its caller
 // cut the text to fit its readers' frame (SentText), a note of that cut after the fence, so that the parent reading
-// it learns that there was more than it reads (in a frame of 1 KiB, nothing of the text is left). NB: the text is
-// cut further by the bytes the note takes in JSON, so that the message fits in the page it was cut for, as it did
-// without the note: the cut is the caller's, as a build before the note made it too (cutFingerprint matches it), so
-// the note's room is made here.
+// it learns that there was more than it reads. NB: the text is cut further by the bytes the note takes in JSON, so
+// that the message fits in the page it was cut for, as it did without the note: the cut is the caller's, as a build
+// before the note made it too (cutFingerprint matches it), so the note's room is made here. A text cut shorter than
+// the note (in a frame under about 1.5 KiB, to nothing) leaves it no room: it is delivered as cut, without the note,
+// or the message would outgrow that page (a parent task of the longest id would read it without its body).
 func (c *DelegateSettle) resultBody(subID string) string {
 	if c.SentText == "" {
 		return ResultBody(subID, c.Outcome, c.Text)
 	}
 	note := cutNote(c.SentText)
-	text := JSONPrefix(c.Text, jsonBytes(c.Text)-jsonBytes(note))
-	return ResultBody(subID, c.Outcome, text) + note
+	room := jsonBytes(c.Text) - jsonBytes(note)
+	if room < 0 {
+		return ResultBody(subID, c.Outcome, c.Text)
+	}
+	return ResultBody(subID, c.Outcome, JSONPrefix(c.Text, room)) + note
 }
 
 // cutNote follows the fence of a result whose text was cut to fit a frame: the length of the text as sent.

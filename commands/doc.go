@@ -289,7 +289,8 @@
 // MaxRejectionMessageBytes. A delegate's result text is cut to
 // MaxResultChars by the fence (D§6.2), as pi-crew does; one its caller cut
 // to fit its readers' frame (DelegateSettle.SentText) is followed by a
-// note of that cut after the fence (DelegateSettle.resultBody).
+// note of that cut after the fence when the cut leaves the note room
+// (DelegateSettle.resultBody).
 //
 // # Run quotas (quota.go)
 //
