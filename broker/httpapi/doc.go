@@ -78,7 +78,8 @@
 //     slot to the next at once, keeps no state and answers nothing (nor logs: a client going is no failure), so
 //     a client that asks for a large run's past and leaves holds the slot no longer than it stays. It ends as
 //     well when the server's Close begins, answered 503 unavailable as a paced wait is: waiting for the slot at
-//     once, folding or reading within 256 events, so Close does not wait its grace (2 s) for it (untilClose).
+//     once, folding within 256 events, reading a time's events (audit.PositionAt) within 1,024, so Close does not
+//     wait its grace (2 s) for it (untilClose).
 //   - A daemon-wide figure that a run's own events do not give is never guessed: a past state's slots.held is
 //     null (only the head's state knows it), and explain re-runs a delegation request with the slots held in all
 //     and the other runs waiting that the decision recorded (poolInputs "recorded").
