@@ -345,7 +345,8 @@ func TestACutResultSaysSo(t *testing.T) {
 			case note != "" || tc.noted:
 				require.Equal(t, want, note, "the note after the fence")
 			case delivered != tc.text:
-				require.Less(t, jsonTextBytes(delivered), jsonTextBytes(want), "the note is left out only for want of room")
+				require.Less(t, jsonTextBytes(delivered), jsonTextBytes(want),
+					"the note is left out only for want of room")
 			}
 		})
 	}

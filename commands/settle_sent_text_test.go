@@ -92,7 +92,7 @@ func TestACutResultsNoteTakesNoRoomOfItsOwn(t *testing.T) {
 			require.Equal(t, ResultBody("gc-1", OutcomeOK, text), body, "no room for the note: the text as cut")
 			continue
 		}
-		require.Contains(t, body, fmt.Sprintf("--- end delegate gc-1 ---\n[the result was cut to fit a frame: its text had %d chars]",
-			utf8.RuneCountInString(c.SentText)))
+		require.Contains(t, body, fmt.Sprintf("--- end delegate gc-1 ---\n"+
+			"[the result was cut to fit a frame: its text had %d chars]", utf8.RuneCountInString(c.SentText)))
 	}
 }
