@@ -118,7 +118,8 @@ var widestInboxCursorBytes = cursorBytes(widestInboxCursor)
 // run must be able to finish), so the text is cut, as the fence cuts it at commands.MaxResultChars, and the engine
 // follows the fence with a note of the cut (made room for in the text), so that the parent learns that there was
 // more than it reads. NB: the engine leaves the note out where the text as cut is shorter than it: in a frame under
-// about 1.5 KiB, the room for a parent task id of the longest leaves too little for the text (in 1 KiB, none).
+// about 1.6 KiB (1.9 KiB for a run id of the longest), the room for a parent task id of the longest leaves too
+// little for the text (in 1 KiB, none).
 func (c *conn) fitResult(x *commands.DelegateSettle) {
 	room := inboxPageRoom(c.s.opts.MaxFrame)
 	if 6*(len(x.Text)+4*len(x.SubID)+len(x.RunID)+commands.MaxIDChars)+widestMessageRest <= room {

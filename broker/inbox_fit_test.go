@@ -279,7 +279,7 @@ func TestADelegateResultNoInboxCanReadIsCut(t *testing.T) {
 // too, was delivered as an empty fence, which its parent read as a grandchild that answered nothing, and nothing in
 // the settle's answer, the message or the event that recorded it said that there had been more. The fence of a cut
 // result is followed by a note of the length of the text as sent, made room for in the start of the text delivered.
-// Where that start was shorter than the note (frames under about 1.5 KiB), the note was added all the same, and the
+// Where that start was shorter than the note (frames under about 1.6 KiB), the note was added all the same, and the
 // message outgrew the page it was cut for: a parent of the longest id read it in msg.inbox without its body
 // (textsOmitted), where it read an empty fence before the note. The note is left out where the start leaves it no
 // room, and the result is read whole and pushed in every frame, whatever its parent's id.

@@ -112,7 +112,7 @@ func (c *DelegateSettle) decide(s *projections.State, env *Env) (Decision, error
 // it learns that there was more than it reads. NB: the text is cut further by the bytes the note takes in JSON, so
 // that the message fits in the page it was cut for, as it did without the note: the cut is the caller's, as a build
 // before the note made it too (cutFingerprint matches it), so the note's room is made here. A text cut shorter than
-// the note (in a frame under about 1.5 KiB, to nothing) leaves it no room: it is delivered as cut, without the note,
+// the note (in a frame under about 1.6 KiB, to nothing) leaves it no room: it is delivered as cut, without the note,
 // or the message would outgrow that page (a parent task of the longest id would read it without its body).
 func (c *DelegateSettle) resultBody(subID string) string {
 	if c.SentText == "" {

@@ -76,7 +76,7 @@ func TestACutSettlesRetryIsTheRequestAsSent(t *testing.T) {
 // TestACutResultsNoteTakesNoRoomOfItsOwn: the broker cuts a settle's text so that the result's message fits in a page
 // of its frame, and the note of that cut follows the fence: the text is cut further by what the note takes, so that
 // the body takes no more bytes in JSON than the fence of the text as the broker cut it. A text cut shorter than the
-// note (every text in a frame under about 1.5 KiB) was emptied and the note added all the same, a body wider than
+// note (every text in a frame under about 1.6 KiB) was emptied and the note added all the same, a body wider than
 // the fence of the cut, and the message outgrew its page (read without its body, textsOmitted): such a text is
 // delivered as cut, without the note.
 func TestACutResultsNoteTakesNoRoomOfItsOwn(t *testing.T) {
