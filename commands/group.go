@@ -51,13 +51,13 @@ func (e *Engine) decide(f *flight, from int) error {
 				p.follow = first
 				continue
 			}
-			o, err := e.log.Outcome(p.principal, id)
-			if err == nil {
+			o, found, err := e.log.FindOutcome(p.principal, id)
+			if err != nil {
+				return fmt.Errorf("commands: look up command %q: %w", id, err)
+			}
+			if found {
 				p.reply = answerRetry(o, p.fp, p.cutFP)
 				continue
-			}
-			if !errors.Is(err, eventlog.ErrNotFound) {
-				return fmt.Errorf("commands: look up command %q: %w", id, err)
 			}
 		}
 		if p.req.Refused != nil {
