@@ -127,7 +127,8 @@ func (c *DelegateRequest) decide(s *projections.State, env *Env) (Decision, erro
 	}
 
 	// Step 6: policy checks, in order.
-	parent, ok := s.Task(c.RunID, c.TaskID)
+	// NB: the header, not the task's view: the decision reads none of its dependencies, question or allocation.
+	parent, ok := s.TaskHeader(c.RunID, c.TaskID)
 	if !ok {
 		msg := fmt.Sprintf("task '%s' not found", c.TaskID)
 		return deny(CodeNoTask, events.ReasonNoTask, msg, msg)

@@ -366,6 +366,18 @@ func (s *State) Task(runID, taskID string) (Task, bool) {
 	return r.taskView(r.tasks[taskID]), true
 }
 
+// TaskHeader is Task without the task's dependencies, question and allocation (nil), and without the copies of
+// them Task makes: what delegate.request reads of its parent on the writer, for every request a worker sends.
+func (s *State) TaskHeader(runID, taskID string) (Task, bool) {
+	r := s.run(runID)
+	if r == nil || r.tasks[taskID] == nil {
+		return Task{}, false
+	}
+	t := *r.tasks[taskID]
+	t.ord, t.DependsOn, t.Waiting, t.Allocation = 0, nil, nil, nil
+	return t, true
+}
+
 // TaskStatus is Task(runID, taskID).Status without building the task's view: the broker reads it before every
 // request of a worker.
 func (s *State) TaskStatus(runID, taskID string) (TaskStatus, bool) {

@@ -27,7 +27,7 @@ var (
 		"Delegation", "Delegations", "DelegationsPage", "DueAsks", "InFlight", "IsShadow", "Ledger", "LedgerPage",
 		"LedgerTotals", "Mailbox", "Message", "MessagesSince", "RootSpent", "Run", "LookupRun", "RunStatus",
 		"LookupRunStatus", "RunEndedAt", "Runs", "SlotHolder", "SlotWaiters", "Slots",
-		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "StrandedAsks", "Task", "TaskStatus", "TaskAttempt",
+		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "StrandedAsks", "Task", "TaskHeader", "TaskStatus", "TaskAttempt",
 		"LookupTaskStatus", "LookupTaskStatuses", "Tasks", "TasksPage", "LiveTasks", "TaskDependsOn",
 		"RunningTasks",
 		"EachLiveTask", "EachWorkflowTask", "EachInFlight",
@@ -149,6 +149,8 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 			recipients = append(recipients, id)
 			tk, ok := s.Task(run, id)
 			q("Task/"+id, tk, ok)
+			th, ok := s.TaskHeader(run, id)
+			q("TaskHeader/"+id, th, ok)
 			ts, ok := s.TaskStatus(run, id)
 			q("TaskStatus/"+id, ts, ok)
 			ts, retries, ok := s.TaskAttempt(run, id)
