@@ -1,7 +1,6 @@
 package projections
 
 import (
-	"cmp"
 	"slices"
 
 	"github.com/crewlog/crewlog/events"
@@ -165,6 +164,7 @@ func (r *runState) addTask(t *Task) {
 	}
 	if !t.Status.Terminal() {
 		r.live = append(r.live, t.TaskID) // the newest task is last in creation order
+		r.liveOrds = append(r.liveOrds, t.ord)
 		r.countLive(t, 1)
 	}
 	r.countRunning(t, 1)
@@ -190,10 +190,9 @@ func (r *runState) setTaskStatus(t *Task, st TaskStatus) {
 	if was == now {
 		return
 	}
-	byOrd := func(id string, ord int) int { return cmp.Compare(r.tasks[id].ord, ord) }
-	i, _ := slices.BinarySearchFunc(r.live, t.ord, byOrd)
+	i, _ := slices.BinarySearch(r.liveOrds, t.ord)
 	if now {
-		r.live = slices.Insert(r.live, i, t.TaskID)
+		r.live, r.liveOrds = slices.Insert(r.live, i, t.TaskID), slices.Insert(r.liveOrds, i, t.ord)
 		r.countLive(t, 1)
 		return
 	}
@@ -201,13 +200,13 @@ func (r *runState) setTaskStatus(t *Task, st TaskStatus) {
 		// NB: tasks mostly end in the order they were created (a budget abort ends them so), and a run folded from
 		// a log written before the bound may hold many more than it: shifting the rest at every end would be
 		// quadratic.
-		r.live = r.live[1:]
+		r.live, r.liveOrds = r.live[1:], r.liveOrds[1:]
 	} else {
-		r.live = slices.Delete(r.live, i, i+1)
+		r.live, r.liveOrds = slices.Delete(r.live, i, i+1), slices.Delete(r.liveOrds, i, i+1)
 	}
 	r.countLive(t, -1)
 	if len(r.live) == 0 {
-		r.live = nil // as a run loaded from a snapshot has it
+		r.live, r.liveOrds = nil, nil // as a run loaded from a snapshot has them
 	}
 }
 
