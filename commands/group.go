@@ -21,7 +21,7 @@ func (e *Engine) decide(f *flight, from int) error {
 	w := e.work
 	writes, applied, logEvents, payloads := f.writes, f.applied, f.logEvents, f.payloads
 	next, unrecorded := f.next, f.unrecorded
-	var env Env // one per call: decideIn's env escapes
+	env := &e.env
 
 	for _, p := range f.group[from:] {
 		if p.err = credentialEnded(w, &p.req); p.err != nil {
@@ -84,9 +84,9 @@ func (e *Engine) decide(f *flight, from int) error {
 			continue
 		}
 		e.lastNow = e.times.now()
-		env = Env{Config: w.Config(), Now: e.lastNow.UnixNano(), NewID: e.opts.NewID, Actor: p.req.Actor,
+		*env = Env{Config: w.Config(), Now: e.lastNow.UnixNano(), NewID: e.opts.NewID, Actor: p.req.Actor,
 			CommandID: id}
-		dec, err := decideSafely(w, p.req.Command, &env)
+		dec, err := decideSafely(w, p.req.Command, env)
 		rej := rejectedOf(err)
 		if err != nil && rej == nil {
 			p.err = err // a bug, not a decision: nothing is applied or recorded
