@@ -84,7 +84,8 @@ func (e *Engine) decide(f *flight, from int) error {
 			continue
 		}
 		e.lastNow = e.times.now()
-		*env = Env{Config: w.Config(), Now: e.lastNow.UnixNano(), NewID: e.opts.NewID, Actor: p.req.Actor,
+		// NB: the shared config, not a copy of its model catalog for every command: decisions only read it.
+		*env = Env{Config: w.SharedConfig(), Now: e.lastNow.UnixNano(), NewID: e.opts.NewID, Actor: p.req.Actor,
 			CommandID: id}
 		dec, err := decideSafely(w, p.req.Command, env)
 		rej := rejectedOf(err)

@@ -22,8 +22,8 @@ import (
 // say how it is held.
 var (
 	stateQueries = []string{
-		"Account", "AccountHistory", "Allocation", "Ask", "Asks", "AsksPage", "Authorize", "Config", "Credential",
-		"LookupCredential", "Credentials", "CredentialsPage",
+		"Account", "AccountHistory", "Allocation", "Ask", "Asks", "AsksPage", "Authorize", "Config", "SharedConfig",
+		"Credential", "LookupCredential", "Credentials", "CredentialsPage",
 		"Delegation", "Delegations", "DelegationsPage", "DueAsks", "InFlight", "IsShadow", "Ledger", "LedgerPage",
 		"LedgerTotals", "Mailbox", "Message", "MessagesSince", "RootSpent", "Run", "LookupRun", "RunStatus",
 		"LookupRunStatus", "RunEndedAt", "Runs", "SlotHolder", "SlotWaiters", "Slots",
@@ -66,6 +66,7 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 	}
 	put("Position", s.Position)
 	put("Config", s.Config())
+	put("SharedConfig", s.SharedConfig())
 	put("Slots", s.Slots())
 	put("SlotsHeld", s.SlotsHeld())
 	put("InFlight", s.InFlight())
