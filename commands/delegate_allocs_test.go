@@ -35,7 +35,7 @@ func TestDelegateDecisionAllocations(t *testing.T) {
 		{"delegate.request", &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "find X",
 			BudgetTokens: ptr(int64(1000))}, worker("02_exec"), 2},
 		{"delegate.settle", &DelegateSettle{RunID: "R", SubID: subID, Outcome: OutcomeOK, Text: "done"},
-			orchestrator, 5},
+			orchestrator, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := Env{Config: s.Config(), Now: 1e15, NewID: id, Actor: tc.actor, CommandID: "c2"}
