@@ -152,15 +152,10 @@ func settlement(s *projections.State, env *Env, d projections.Delegation, outcom
 	if parentEnded(s, env, d) {
 		to, rerouted = events.RunInbox, true
 	}
-	// NB: the message's id and its sender in one allocation: the message keeps both.
-	var buf [messageIDRoom + 64]byte
-	b := appendMessageID(buf[:0], env)
-	n := len(b)
-	idFrom := string(append(append(b, "delegate:"...), d.SubID...))
-	msgID := idFrom[:n]
+	msgID := messageID(env)
 	rec := new(settlementRecords)
 	rec.delivered = events.MailboxAppended{
-		ID: msgID, To: to, From: idFrom[n:], Kind: events.KindResponse, Priority: events.PriorityNormal,
+		ID: msgID, To: to, From: "delegate:" + d.SubID, Kind: events.KindResponse, Priority: events.PriorityNormal,
 		DeliveryMode: events.DeliveryNextTurn, Body: body, Rerouted: rerouted,
 		// NB: an allocation of its own: the mailbox keeps this pointer for
 		// as long as the message, and would keep the whole block with it.
@@ -401,17 +396,8 @@ func delegation(s *projections.State, runID, subID string) (projections.Delegati
 // messageID mints a mailbox message id in pi-crew's shape,
 // msg_<base36 ms>_<12 chars>, from the env's clock and id source.
 func messageID(env *Env) string {
-	var buf [messageIDRoom]byte
-	return string(appendMessageID(buf[:0], env))
-}
-
-// messageIDRoom is the most bytes of an id messageID mints from a clock after 1970 (13 base-36 digits of
-// milliseconds last billions of years); an earlier one's sign only costs the buffer an allocation.
-const messageIDRoom = len("msg_") + 13 + 1 + 12
-
-// appendMessageID appends the id messageID mints to b.
-func appendMessageID(b []byte, env *Env) []byte {
 	id := env.NewID()
+	b := make([]byte, 0, len("msg_")+13+1+12)
 	b = append(b, "msg_"...)
 	b = strconv.AppendInt(b, env.millis(), 36)
 	b = append(b, '_')
@@ -423,5 +409,5 @@ func appendMessageID(b []byte, env *Env) []byte {
 			n++
 		}
 	}
-	return b
+	return string(b)
 }

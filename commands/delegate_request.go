@@ -127,8 +127,7 @@ func (c *DelegateRequest) decide(s *projections.State, env *Env) (Decision, erro
 	}
 
 	// Step 6: policy checks, in order.
-	// NB: the header, not the task's view: the decision reads none of its dependencies, question or allocation.
-	parent, ok := s.TaskHeader(c.RunID, c.TaskID)
+	parent, ok := s.Task(c.RunID, c.TaskID)
 	if !ok {
 		msg := fmt.Sprintf("task '%s' not found", c.TaskID)
 		return deny(CodeNoTask, events.ReasonNoTask, msg, msg)

@@ -234,10 +234,6 @@ type Engine struct {
 	// seen holds the command ids of the groups in flight (writer only), so
 	// that a retry of one is answered as it, not decided twice.
 	seen map[string]*pending
-	// env is the env of the command being decided (writer only). NB: a field, not a variable of decide's: a
-	// decision's env escapes (the command's decide is called through an interface), and a variable would be
-	// allocated at every call.
-	env Env
 
 	failed    atomic.Pointer[error]
 	stopped   chan struct{} // closed when the engine fails stop

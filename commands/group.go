@@ -21,7 +21,7 @@ func (e *Engine) decide(f *flight, from int) error {
 	w := e.work
 	writes, applied, logEvents, payloads := f.writes, f.applied, f.logEvents, f.payloads
 	next, unrecorded := f.next, f.unrecorded
-	env := &e.env
+	var env Env // one per call: decideIn's env escapes
 
 	for _, p := range f.group[from:] {
 		if p.err = credentialEnded(w, &p.req); p.err != nil {
@@ -51,13 +51,13 @@ func (e *Engine) decide(f *flight, from int) error {
 				p.follow = first
 				continue
 			}
-			o, found, err := e.log.FindOutcome(p.principal, id)
-			if err != nil {
-				return fmt.Errorf("commands: look up command %q: %w", id, err)
-			}
-			if found {
+			o, err := e.log.Outcome(p.principal, id)
+			if err == nil {
 				p.reply = answerRetry(o, p.fp, p.cutFP)
 				continue
+			}
+			if !errors.Is(err, eventlog.ErrNotFound) {
+				return fmt.Errorf("commands: look up command %q: %w", id, err)
 			}
 		}
 		if p.req.Refused != nil {
@@ -84,10 +84,9 @@ func (e *Engine) decide(f *flight, from int) error {
 			continue
 		}
 		e.lastNow = e.times.now()
-		// NB: the shared config, not a copy of its model catalog for every command: decisions only read it.
-		*env = Env{Config: w.SharedConfig(), Now: e.lastNow.UnixNano(), NewID: e.opts.NewID, Actor: p.req.Actor,
+		env = Env{Config: w.Config(), Now: e.lastNow.UnixNano(), NewID: e.opts.NewID, Actor: p.req.Actor,
 			CommandID: id}
-		dec, err := decideSafely(w, p.req.Command, env)
+		dec, err := decideSafely(w, p.req.Command, &env)
 		rej := rejectedOf(err)
 		if err != nil && rej == nil {
 			p.err = err // a bug, not a decision: nothing is applied or recorded

@@ -130,32 +130,8 @@ func decodeOutcomeValue(key, value []byte, fields int) (Outcome, error) {
 // On a store older than format 3 (read-only, or before its migration) the
 // outcomes recorded before the upgrade are not found.
 func (l *Log) Outcome(principal, commandID string) (Outcome, error) {
-	o, found, err := l.findOutcome(principal, commandID)
-	if err != nil || found == outcomeRecorded {
-		return o, err
-	}
-	return Outcome{}, &unrecordedError{commandID: commandID, pending: found == outcomePending}
-}
-
-// FindOutcome is Outcome with found false, and a nil error, where Outcome's error would wrap ErrNotFound: the
-// writer asks about every new command id, and the id of the error Outcome returns costs an allocation.
-func (l *Log) FindOutcome(principal, commandID string) (o Outcome, found bool, err error) {
-	o, f, err := l.findOutcome(principal, commandID)
-	return o, f == outcomeRecorded, err
-}
-
-// outcomeFound is what findOutcome found of an id.
-type outcomeFound uint8
-
-const (
-	outcomeUnrecorded outcomeFound = iota // none
-	outcomePending                        // handed to Pebble, not yet synced
-	outcomeRecorded                       // durable
-)
-
-func (l *Log) findOutcome(principal, commandID string) (Outcome, outcomeFound, error) {
 	if err := l.readable(); err != nil {
-		return Outcome{}, outcomeUnrecorded, err
+		return Outcome{}, err
 	}
 	// NB: the key on the stack, and a copy of it only for Pebble: the
 	// writer asks about every new id, and the answer is nearly always
@@ -171,15 +147,15 @@ func (l *Log) findOutcome(principal, commandID string) (Outcome, outcomeFound, e
 	gen := l.gen
 	l.outcomesMu.Unlock()
 	if pending {
-		return Outcome{}, outcomePending, nil
+		return Outcome{}, &unrecordedError{commandID: commandID, pending: true}
 	}
 	if absent {
-		return Outcome{}, outcomeUnrecorded, nil
+		return Outcome{}, &unrecordedError{commandID: commandID}
 	}
 	if recent {
 		o = o.clone()
 		o.Principal, o.CommandID = principal, commandID
-		return o, outcomeRecorded, nil
+		return o, nil
 	}
 	owned := bytes.Clone(key)
 	if l.opts.beforeOutcomeRead != nil {
@@ -187,22 +163,18 @@ func (l *Log) findOutcome(principal, commandID string) (Outcome, outcomeFound, e
 	}
 	v, found, err := l.lookupOutcome(owned)
 	if err != nil {
-		return Outcome{}, outcomeUnrecorded, err
+		return Outcome{}, err
 	}
 	if !found {
 		l.noteAbsent(string(owned), gen)
-		return Outcome{}, outcomeUnrecorded, nil
+		return Outcome{}, &unrecordedError{commandID: commandID}
 	}
 	// NB: Pebble shows an append's batch from its hand-off on, before its sync, and the append may have been staged
 	// since the check above: it is pending from before its hand-off until its sync returned (or for good, failed).
 	if l.isPending(owned) {
-		return Outcome{}, outcomePending, nil
+		return Outcome{}, &unrecordedError{commandID: commandID, pending: true}
 	}
-	o, err = decodeOutcome(owned, v)
-	if err != nil {
-		return Outcome{}, outcomeUnrecorded, err
-	}
-	return o, outcomeRecorded, nil
+	return decodeOutcome(owned, v)
 }
 
 // isPending reports whether key is the outcome key of an append handed to Pebble whose sync has not returned.
@@ -214,7 +186,8 @@ func (l *Log) isPending(key []byte) bool {
 }
 
 // unrecordedError is Outcome's answer for an id with no durable outcome; it
-// wraps ErrNotFound. NB: formatted only when printed: callers mostly test errors.Is.
+// wraps ErrNotFound. NB: formatted only when printed: the writer asks about
+// every new command id and only tests errors.Is.
 type unrecordedError struct {
 	commandID string
 	pending   bool // handed to Pebble, not yet synced

@@ -221,27 +221,3 @@ func BenchmarkRecentOutcomes(b *testing.B) {
 		}
 	}
 }
-
-// FindOutcome answers an id with no outcome, the writer's question about every new command id, without an
-// allocation (Outcome's error names the id, so it costs one), and a recorded one as Outcome does.
-func TestFindOutcomeOfANewIDAllocatesNothing(t *testing.T) {
-	l, _ := openMem(t)
-	defer l.Close()
-	appendIDs(t, l, "oA", []string{"cmd-1", "cmd-2"})
-
-	o, found, err := l.FindOutcome("oA", "cmd-3")
-	require.NoError(t, err)
-	require.False(t, found)
-	require.Equal(t, Outcome{}, o)
-	require.Zero(t, testing.AllocsPerRun(100, func() { _, _, _ = l.FindOutcome("oA", "cmd-3") }))
-	_, found, err = l.FindOutcome("oB", "cmd-1")
-	require.NoError(t, err)
-	require.False(t, found, "another principal's id")
-
-	o, found, err = l.FindOutcome("oA", "cmd-2")
-	require.NoError(t, err)
-	require.True(t, found)
-	want, err := l.Outcome("oA", "cmd-2")
-	require.NoError(t, err)
-	require.Equal(t, want, o)
-}

@@ -177,10 +177,6 @@ func (c Config) Event() *events.EngineConfigured {
 // Config returns the engine config in force.
 func (s *State) Config() Config { return s.config.clone() }
 
-// SharedConfig is Config without the copy of its model catalog, which it shares with s: the writer reads the config
-// for every command it decides. NB: the caller must not write to the catalog's elements.
-func (s *State) SharedConfig() Config { return s.config }
-
 // The dispatcher's constants (D§9): the job limits in force when the config
 // leaves them 0.
 const (

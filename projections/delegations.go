@@ -141,11 +141,7 @@ func heldByAnother(s *State, r *runState, subID string) bool {
 
 // admit creates the delegation, its shadow task (D§2.5) and takes its slot.
 func admit(s *State, r *runState, p *events.DelegateAdmitted, at int64, pos uint64) {
-	// NB: the delegation and its shadow task in one allocation: both folds of every admission make them, and the
-	// run keeps both for as long as it keeps either (no record of a run is ever deleted from it).
-	rec := new(admittedRecords)
-	d := &rec.delegation
-	*d = Delegation{
+	r.dels[p.SubID] = &Delegation{
 		RunID:            r.run.RunID,
 		SubID:            p.SubID,
 		ParentTaskID:     p.TaskID,
@@ -163,9 +159,8 @@ func admit(s *State, r *runState, p *events.DelegateAdmitted, at int64, pos uint
 		AdmittedPosition: pos,
 	}
 	if parent := r.tasks[p.TaskID]; parent != nil {
-		d.ParentAttempt = parent.Retries
+		r.dels[p.SubID].ParentAttempt = parent.Retries
 	}
-	r.dels[p.SubID] = d
 	r.delOrder = append(r.delOrder, p.SubID)
 	r.inFlight = append(r.inFlight, p.SubID)
 	holdSlot(s, r.run.RunID, p.SubID)
@@ -176,7 +171,7 @@ func admit(s *State, r *runState, p *events.DelegateAdmitted, at int64, pos uint
 	if depth == 0 {
 		depth = 2 // pi-crew's fallback for a missing childDepth
 	}
-	rec.shadow = Task{
+	r.addTask(&Task{
 		RunID:     r.run.RunID,
 		TaskID:    p.SubID,
 		Kind:      events.TaskKindShadow,
@@ -190,14 +185,7 @@ func admit(s *State, r *runState, p *events.DelegateAdmitted, at int64, pos uint
 		Model:     p.Model,
 		CreatedAt: at,
 		StartedAt: at,
-	}
-	r.addTask(&rec.shadow)
-}
-
-// admittedRecords are the records an admission creates.
-type admittedRecords struct {
-	delegation Delegation
-	shadow     Task
+	})
 }
 
 // settle applies a terminal delegate event: the first one wins (a terminal

@@ -175,10 +175,6 @@ func checkInvariants(t *testing.T, s *State) {
 			return true
 		})
 		require.Equal(t, live, walked, "EachLiveTask walks the tasks not ended, in creation order")
-		require.Len(t, r.liveOrds, len(r.live))
-		for i, id := range r.live {
-			require.Equal(t, r.tasks[id].ord, r.liveOrds[i], "liveOrds[%d] is %s's creation ordinal", i, id)
-		}
 		require.Equal(t, workflow, s.LiveTasks(runID), "LiveTasks counts the workflow tasks not ended")
 		var workflowIDs, walkedWorkflow []string
 		for _, task := range s.Tasks(runID) {

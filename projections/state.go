@@ -62,9 +62,6 @@ type runState struct {
 	workflowOrder []string
 	// the tasks not in a terminal status, shadow ones included, in creation order (setTaskStatus)
 	live []string
-	// liveOrds are live's creation ordinals, live[i]'s at i: a start or end finds its place by them, with no
-	// look-up in tasks (a map of every task the run ever had) for each one compared.
-	liveOrds []int
 	// liveWorkflow is how many of live are workflow tasks (LiveTasks).
 	liveWorkflow int
 	// running counts the tasks in status running, shadow ones included, by role and cwd (RunningTasks).
@@ -194,7 +191,6 @@ func (r *runState) clone() *runState {
 	}
 	c.taskOrder = cloneSlice(r.taskOrder)
 	c.workflowOrder, c.live, c.liveWorkflow = cloneSlice(r.workflowOrder), cloneSlice(r.live), r.liveWorkflow
-	c.liveOrds = cloneSlice(r.liveOrds)
 	c.running = maps.Clone(r.running)
 	c.dels = make(map[string]*Delegation, len(r.dels))
 	dels := make([]Delegation, 0, len(r.dels))

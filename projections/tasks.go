@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/crewlog/crewlog/events"
@@ -164,7 +165,6 @@ func (r *runState) addTask(t *Task) {
 	}
 	if !t.Status.Terminal() {
 		r.live = append(r.live, t.TaskID) // the newest task is last in creation order
-		r.liveOrds = append(r.liveOrds, t.ord)
 		r.countLive(t, 1)
 	}
 	r.countRunning(t, 1)
@@ -190,9 +190,10 @@ func (r *runState) setTaskStatus(t *Task, st TaskStatus) {
 	if was == now {
 		return
 	}
-	i, _ := slices.BinarySearch(r.liveOrds, t.ord)
+	byOrd := func(id string, ord int) int { return cmp.Compare(r.tasks[id].ord, ord) }
+	i, _ := slices.BinarySearchFunc(r.live, t.ord, byOrd)
 	if now {
-		r.live, r.liveOrds = slices.Insert(r.live, i, t.TaskID), slices.Insert(r.liveOrds, i, t.ord)
+		r.live = slices.Insert(r.live, i, t.TaskID)
 		r.countLive(t, 1)
 		return
 	}
@@ -200,13 +201,13 @@ func (r *runState) setTaskStatus(t *Task, st TaskStatus) {
 		// NB: tasks mostly end in the order they were created (a budget abort ends them so), and a run folded from
 		// a log written before the bound may hold many more than it: shifting the rest at every end would be
 		// quadratic.
-		r.live, r.liveOrds = r.live[1:], r.liveOrds[1:]
+		r.live = r.live[1:]
 	} else {
-		r.live, r.liveOrds = slices.Delete(r.live, i, i+1), slices.Delete(r.liveOrds, i, i+1)
+		r.live = slices.Delete(r.live, i, i+1)
 	}
 	r.countLive(t, -1)
 	if len(r.live) == 0 {
-		r.live, r.liveOrds = nil, nil // as a run loaded from a snapshot has them
+		r.live = nil // as a run loaded from a snapshot has it
 	}
 }
 
@@ -363,18 +364,6 @@ func (s *State) Task(runID, taskID string) (Task, bool) {
 		return Task{}, false
 	}
 	return r.taskView(r.tasks[taskID]), true
-}
-
-// TaskHeader is Task without the task's dependencies, question and allocation (nil), and without the copies of
-// them Task makes: what delegate.request reads of its parent on the writer, for every request a worker sends.
-func (s *State) TaskHeader(runID, taskID string) (Task, bool) {
-	r := s.run(runID)
-	if r == nil || r.tasks[taskID] == nil {
-		return Task{}, false
-	}
-	t := *r.tasks[taskID]
-	t.ord, t.DependsOn, t.Waiting, t.Allocation = 0, nil, nil, nil
-	return t, true
 }
 
 // TaskStatus is Task(runID, taskID).Status without building the task's view: the broker reads it before every

@@ -22,12 +22,12 @@ import (
 // say how it is held.
 var (
 	stateQueries = []string{
-		"Account", "AccountHistory", "Allocation", "Ask", "Asks", "AsksPage", "Authorize", "Config", "SharedConfig",
-		"Credential", "LookupCredential", "Credentials", "CredentialsPage",
+		"Account", "AccountHistory", "Allocation", "Ask", "Asks", "AsksPage", "Authorize", "Config", "Credential",
+		"LookupCredential", "Credentials", "CredentialsPage",
 		"Delegation", "Delegations", "DelegationsPage", "DueAsks", "InFlight", "IsShadow", "Ledger", "LedgerPage",
 		"LedgerTotals", "Mailbox", "Message", "MessagesSince", "RootSpent", "Run", "LookupRun", "RunStatus",
 		"LookupRunStatus", "RunEndedAt", "Runs", "SlotHolder", "SlotWaiters", "Slots",
-		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "StrandedAsks", "Task", "TaskHeader", "TaskStatus", "TaskAttempt",
+		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "StrandedAsks", "Task", "TaskStatus", "TaskAttempt",
 		"LookupTaskStatus", "LookupTaskStatuses", "Tasks", "TasksPage", "LiveTasks", "TaskDependsOn",
 		"RunningTasks",
 		"EachLiveTask", "EachWorkflowTask", "EachInFlight",
@@ -66,7 +66,6 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 	}
 	put("Position", s.Position)
 	put("Config", s.Config())
-	put("SharedConfig", s.SharedConfig())
 	put("Slots", s.Slots())
 	put("SlotsHeld", s.SlotsHeld())
 	put("InFlight", s.InFlight())
@@ -150,8 +149,6 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 			recipients = append(recipients, id)
 			tk, ok := s.Task(run, id)
 			q("Task/"+id, tk, ok)
-			th, ok := s.TaskHeader(run, id)
-			q("TaskHeader/"+id, th, ok)
 			ts, ok := s.TaskStatus(run, id)
 			q("TaskStatus/"+id, ts, ok)
 			ts, retries, ok := s.TaskAttempt(run, id)
