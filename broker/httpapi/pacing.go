@@ -68,6 +68,20 @@ func (s *Server) awaitPace(ctx context.Context, p principal) bool {
 	return s.awaitPaceTicking(ctx, &p, nil, nil, nil)
 }
 
+// refusalAfterWait is the answer to a request of p's that waited (its turn, its credential's pacing), or nil when
+// it may be served: stopping's once the server's Close began (it ends the wait rather than wait its grace for it),
+// credentialGone's once p's credential no longer holds (authenticated when the request came, a credential revoked,
+// or a session expired, meanwhile reads nothing, as if it came now).
+func (s *Server) refusalAfterWait(p *principal) *apiError {
+	if s.closeBegun() {
+		return stopping()
+	}
+	if !s.current(p) {
+		return credentialGone()
+	}
+	return nil
+}
+
 // awaitPaceTicking is awaitPace calling onTick each time tick ticks while p waits (a stream's keep-alive), once p is
 // found current again, and ending the wait, true, once stop is closed (the hub's end, which a stream must not wait
 // out its debt to learn of) or the server closes (its Close would wait its grace for the wait: the caller refuses

@@ -55,16 +55,10 @@ func (s *Server) takingTurns(h authed) authed {
 		if !ok {
 			return
 		}
-		if s.closeBegun() {
-			// NB: the server's Close ends a wait for the credential's bucket, rather than wait its grace for it.
-			writeError(w, stopping())
-			return
-		}
-		// NB: authenticated when the request came, but it may have waited for its turn behind answers that take up
-		// to minutes, then for its credential's pacing (as long as its debt takes to repay): a credential revoked,
-		// or a session expired, meanwhile reads nothing, as if it came now.
-		if !s.current(&p) {
-			writeError(w, credentialGone())
+		// NB: it may have waited for its turn behind answers that take up to minutes, then for its credential's
+		// pacing (as long as its debt takes to repay).
+		if e := s.refusalAfterWait(&p); e != nil {
+			writeError(w, e)
 			return
 		}
 		defer charge()

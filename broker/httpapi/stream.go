@@ -106,14 +106,10 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, pr princip
 	if !s.awaitPaceTicking(r.Context(), &pr, nil, nil, s.streams.hub.stopped) {
 		return
 	}
-	if s.closeBegun() {
-		// NB: the server's Close ends the wait as it ends a read's: refused as a request that comes now is, where it
-		// opened a stream, hello and all, that ended at once.
-		writeError(w, stopping())
-		return
-	}
-	if !s.current(&pr) {
-		writeError(w, credentialGone())
+	// NB: the server's Close ends the wait as it ends a read's: refused as a request that comes now is, where it
+	// opened a stream, hello and all, that ended at once.
+	if e := s.refusalAfterWait(&pr); e != nil {
+		writeError(w, e)
 		return
 	}
 	s.chargeStream(pr.key, 1)
