@@ -1,8 +1,9 @@
 package commands
 
 import (
-	"strings"
 	"unicode/utf8"
+
+	"github.com/crewlog/crewlog/events"
 )
 
 // JSONPrefix is the longest prefix of s, whole chars, that takes at most n bytes inside a JSON string as
@@ -11,12 +12,12 @@ import (
 // encoding/json may write two.
 func JSONPrefix(s string, n int) string {
 	used := 0
-	for at, r := range s {
-		size := jsonRuneBytes(s, at, r)
-		if used+size > n {
+	for at := 0; at < len(s); {
+		r, size := utf8.DecodeRuneInString(s[at:])
+		if used += events.JSONRuneBytes(r, size); used > n {
 			return s[:at]
 		}
-		used += size
+		at += size
 	}
 	return s
 }
@@ -24,21 +25,10 @@ func JSONPrefix(s string, n int) string {
 // jsonBytes is the bytes s takes inside a JSON string, as JSONPrefix counts them.
 func jsonBytes(s string) int {
 	n := 0
-	for at, r := range s {
-		n += jsonRuneBytes(s, at, r)
+	for at := 0; at < len(s); {
+		r, size := utf8.DecodeRuneInString(s[at:])
+		n += events.JSONRuneBytes(r, size)
+		at += size
 	}
 	return n
-}
-
-// jsonRuneBytes is the bytes r, at s[at:], takes inside a JSON string.
-func jsonRuneBytes(s string, at int, r rune) int {
-	switch {
-	case r == utf8.RuneError && !strings.HasPrefix(s[at:], "\uFFFD"):
-		return 6 // an invalid byte, written \ufffd
-	case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t':
-		return 2
-	case r < 0x20 || r == '<' || r == '>' || r == '&' || r == '\u2028' || r == '\u2029':
-		return 6
-	}
-	return utf8.RuneLen(r)
 }

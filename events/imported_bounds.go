@@ -135,16 +135,17 @@ func ImportedIDOK(id string) bool {
 	n := 0
 	for i := 0; i < len(id); {
 		r, size := utf8.DecodeRuneInString(id[i:])
-		n += jsonBytes(r, size)
+		n += JSONRuneBytes(r, size)
 		i += size
 	}
 	return n <= MaxIDChars
 }
 
-// jsonBytes is the bytes encoding/json writes rune r, size bytes of a string, in (HTML's characters escaped): six
-// for an invalid byte (\ufffd), a control char (\u00XX; NB: two for \n, \r and \t), '<', '>', '&', U+2028 and
-// U+2029; two for '"' and '\\'; its UTF-8 bytes for every other.
-func jsonBytes(r rune, size int) int {
+// JSONRuneBytes is the bytes encoding/json writes rune r, size bytes of a string, in (HTML's characters escaped):
+// six for an invalid byte (\ufffd), a control char (\u00XX; NB: two for \n, \r and \t, and counted six for \b and
+// \f, which take two), '<', '>', '&', U+2028 and U+2029; two for '"' and '\\'; its UTF-8 bytes for every other. NB:
+// the bounds of an imported id and of a settle's cut text (commands.JSONPrefix) both measure with it.
+func JSONRuneBytes(r rune, size int) int {
 	switch {
 	case r == utf8.RuneError && size == 1:
 		return 6
