@@ -12,10 +12,10 @@ import (
 const stallLine = "holds writes back"
 
 // StallWatch is the writer under a store's log handler (slog.NewTextHandler) that tells when the store logs a write
-// stall: Stalled is closed once it has, the writer of the store held inside Pebble until the stall ends (on a
+// stall: Wait returns once it has, the writer of the store held inside Pebble until the stall ends (on a
 // SlowThenFull disk, until the disk is freed). Every line is passed on to the next writer, when there is one.
 //
-// Concurrency: Write and Stalled are safe from any goroutine; the next writer must be too.
+// Concurrency: Write is safe from any goroutine; the next writer must be too.
 type StallWatch struct {
 	next    io.Writer
 	stalled chan struct{}
@@ -37,9 +37,6 @@ func (w *StallWatch) Write(p []byte) (int, error) {
 	}
 	return w.next.Write(p)
 }
-
-// Stalled is closed once the store logged a write stall.
-func (w *StallWatch) Stalled() <-chan struct{} { return w.stalled }
 
 // Wait returns once the store logged a write stall, and fails t when writes (the store's writer, nil for none
 // watched) ends first, which it does when its writes are not held back, or when no stall comes within 30 seconds.
