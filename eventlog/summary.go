@@ -235,8 +235,9 @@ func (l *Log) Summaries(from uint64, desc bool, upTo uint64, fn func(s Summary) 
 	// changes; descending, the first met at or before upTo.
 	var held []byte // key and value of the version ascending keeps
 	var heldV []byte
-	// passedOver is the bytes of the versions read and not reported since the last report. NB: a version stepped
-	// over is read from its table's block with its value, which its length reports without copying it.
+	// passOver counts the version at the iterator, read and not reported, in passedOver: the bytes of the versions
+	// read and not reported since the last report. NB: a version stepped over is read from its table's block with
+	// its value, which its length reports without copying it.
 	passOver := func() {
 		v := it.LazyValue()
 		passedOver += v.Len()
