@@ -16,22 +16,29 @@ func TestClusterStartsAgainWhenAPortWasTaken(t *testing.T) {
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer taken.Close()
+	takenPort := taken.Addr().(*net.TCPAddr).Port
 	calls := 0
 	reservePorts = func(n int) ([]int, error) {
 		calls++
 		ports, err := freePorts(n)
 		if calls == 1 && err == nil {
-			ports[0] = taken.Addr().(*net.TCPAddr).Port // node 0's client port, in use
+			ports[0] = takenPort // node 0's client port, in use
+			readyTimeout = 2 * time.Second
+		} else {
+			// A loaded machine (packages tested at once) may take longer than the first attempt's short wait.
+			readyTimeout = 10 * time.Second
 		}
 		return ports, err
 	}
-	readyTimeout = 2 * time.Second
 	t.Cleanup(func() { reservePorts, readyTimeout = freePorts, 10*time.Second })
 
 	c, err := StartCluster(filepath.Join(t.TempDir(), "nats"), 3)
 	require.NoError(t, err)
 	t.Cleanup(c.Shutdown)
-	require.Equal(t, 2, calls, "the first ports, then fresh ones")
+	// At least the first ports, then fresh ones: another process may take a fresh port too, and the cluster then
+	// starts once more.
+	require.GreaterOrEqual(t, calls, 2, "the first ports, then fresh ones")
+	require.NotEqual(t, takenPort, c.opts[0].Port, "node 0 listens on a fresh port")
 	for _, s := range c.Servers {
 		require.NotNil(t, s)
 	}
