@@ -174,7 +174,9 @@ func (c *conn) hello(req wire.Request, size int) bool {
 		s.lg.Debug("hello refused", "conn", c.seq, "code", string(bad.Code), "message", bad.Message)
 		return c.refuseHello(req.ID, bad)
 	}
-	c.authed, c.keys, c.cred = true, k, id.credential()
+	// NB: the credential of the identity bound (c.id), not of id: the bind sets a worker's position (Since), by which
+	// the writer refuses a command of a run ended and reopened since the broker checked it.
+	c.authed, c.keys, c.cred = true, k, c.id.credential()
 	c.nc.SetReadDeadline(time.Time{})
 	c.startIdleTimer()
 	s.requests.add(wire.MethodHello, nil)

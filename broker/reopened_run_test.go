@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -47,6 +48,54 @@ func TestAReopenedRunRefusesItsEndedWorkersBeforeTheFeedEndsThem(t *testing.T) {
 
 	e := w.fails("msg.send", map[string]any{"to": "parent", "body": "after the end"}, wire.CodeStaleToken)
 	require.Equal(t, wire.MsgRunTerminal, e.Message)
+	after, _ := f.log.Head()
+	require.Equal(t, before, after, "the ended worker's command was recorded")
+}
+
+// heldSpace is the engine's free-space check, asked on the submitting goroutine before a command is queued: armed,
+// the first check waits, with entered closed, until release is closed; the others pass.
+type heldSpace struct {
+	armed    atomic.Bool
+	entered  chan struct{}
+	released chan struct{}
+}
+
+func newHeldSpace() *heldSpace {
+	return &heldSpace{entered: make(chan struct{}), released: make(chan struct{})}
+}
+
+func (g *heldSpace) CheckSpace() error {
+	if g.armed.CompareAndSwap(true, false) {
+		close(g.entered)
+		<-g.released
+	}
+	return nil
+}
+
+// TestAReopenedRunRefusesACommandItsEndOvertook: a worker's command that passed the broker's check of its
+// credential before the run ended, and reaches the writer after the run was reopened, is not decided: the writer
+// checks the run's last end against the position the connection was bound at (commands.Credential.Since), as the
+// broker's own check does, where the credential the connection handed the engine had no such position and the
+// reopened run's status admitted the command.
+func TestAReopenedRunRefusesACommandItsEndOvertook(t *testing.T) {
+	g := newHeldSpace()
+	f := newFixture(t, fixtureOpts{space: g})
+	s := f.seed()
+	o := f.dialOrchestrator(s)
+	w := f.dial()
+	w.hello(runR, taskP, s.p)
+	g.armed.Store(true)
+	w.sendLine(`{"id":"send","method":"msg.send","params":{"to":"parent","body":"checked before the end"}}`)
+	<-g.entered // the broker has checked the worker's credential; the engine has not decided its command
+	o.ok("run.transition", map[string]any{"to": "completed"})
+	o.ok("run.transition", map[string]any{"to": "running"})
+	before, _ := f.log.Head()
+	close(g.released)
+
+	r := w.answerOf("send")
+	require.NotNil(t, r.Error, "the ended worker's command was answered %s", r.Result)
+	require.Equal(t, wire.CodeStaleToken, r.Error.Code)
+	require.Equal(t, wire.MsgRunTerminal, r.Error.Message)
 	after, _ := f.log.Head()
 	require.Equal(t, before, after, "the ended worker's command was recorded")
 }
