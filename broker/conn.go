@@ -81,7 +81,7 @@ type conn struct {
 	id         identity             // written by the reader during hello, before bind publishes the connection
 	authed     bool                 // reader only
 	keys       paceKeys             // credKey(id), runKey(id) once authed: its buckets, built once, not per request
-	cred       *commands.Credential // c.id.credential() once bound (Since set): the writer checks it again, built once
+	cred       *commands.Credential // c.id.credential() once bound (Since set): the writer checks it again
 	bound      bool                 // counted by bind (under the server's mu)
 	pending    bool                 // counted in the server's pending for peerPID until its hello ends (server's mu)
 	placed     place                // its place from its hello's authentication on (claimPlace; server's mu)
