@@ -437,9 +437,13 @@ type getter interface {
 	Get(key []byte) ([]byte, io.Closer, error)
 }
 
-// readRecord decodes the record at pos into ev.
+// readRecord decodes the record at pos into ev. NB: its callers read a position the store names (an outcome's), so a
+// record missing there is damage, a gap, not a lookup that finds nothing.
 func readRecord(g getter, pos uint64, ev *Event) error {
 	rv, closer, err := g.Get(eventKey(pos))
+	if isNotFound(err) {
+		return &CorruptError{Position: pos, Key: keyString(eventKey(pos)), Reason: "missing record"}
+	}
 	if err != nil {
 		return orErr(err, nil)
 	}
