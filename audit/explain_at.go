@@ -27,7 +27,10 @@ const ExplainReach = 64
 // projections.State.AssumePool), and Recorded is true. Today is then
 // today's policy on the inputs the decision recorded: a recorded pool count
 // that the other runs' events contradict is not found here, only by a full
-// Replay with Explain, which folds every run.
+// Replay with Explain, which folds every run. Nor is an admission the full
+// fold ignores (of a subId another run's delegation held, which an import
+// could record before crewd refused it): the run folded alone holds it, and
+// its settlement is explained as one (see projections.RunAt).
 //
 // states, when not nil, lends run states folded before (the fold then
 // starts from the nearest) and keeps the one ExplainAt folds.

@@ -19,6 +19,13 @@ import (
 // only them) and no other run waits for a slot. ok is false when the run
 // has no event at or before to.
 //
+// NB: one history it folds otherwise than the full fold: a delegate.admitted of a subId whose slot another run's
+// delegation held then, which the full fold ignores (heldByAnother) and a fold of this run alone, which does not
+// read the other runs, takes, with its shadow task and settlement. crewd never records one (it mints subIds from
+// UUIDs, and import.append refuses a held one); an import recorded before that refusal may hold one. No index of
+// the log says which run held a subId at a position (its streams are runs), so knowing it costs a fold of the log
+// up to there, which RunAt exists to avoid. A cold run re-folded from its stream (ColdStore) is read the same way.
+//
 // The fold looks at ctx before it starts and every 256 events of the run
 // (foldCheckEvery): once ctx has ended it stops and returns no state and a
 // *FoldStoppedError wrapping ctx.Err(), so errors.Is(err, context.Canceled)

@@ -73,7 +73,11 @@ daemon's views when --socket is given (the token from --token-file or
 <data>/admin.token), and exits 1 on any difference. The texts and names
 crewd sent without (textsOmitted, namesOmitted: an item larger than its
 frame) are not compared; a task's dependsOn it sent without is read page by
-page and compared.
+page and compared. A finished run gone cold is compared as crewd reads it
+back: from its view or, without one, folded from its own events alone. So
+folded, a run keeps an admission the full fold ignores, of a subId another
+run's delegation held (an import could record one before crewd refused it):
+that delegation and its task show as differences, as crewd shows them.
 
 A damaged store (a record or a table block that fails its checksum) is
 reported as corrupt and exits 1. A read of the store that fails (an I/O
