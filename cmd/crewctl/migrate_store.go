@@ -153,7 +153,7 @@ func (a *app) migrateToPebble(ctx context.Context) error {
 	}
 	if !v.OK {
 		printVerify(a.stdout(), v)
-		return found(fmt.Sprintf("the copy %s has problems (first bad position %d)", store, v.FirstBad))
+		return found(fmt.Sprintf("the copy %s has problems (%s)", store, v.firstBad()))
 	}
 	out := migrateStoreOutput{From: "stream " + a.nats.stream, To: store, Head: head, Verified: true}
 	if a.json {

@@ -51,7 +51,8 @@ log and checks the domain invariants: per task tokensSpent = Σ reservations +
 Σ charges, tokensGranted written once, every reservation within what
 remained of the grant at its admission (and of the run pool in nested budget
 mode), held slots = in-flight delegations, one terminal event per ended
-delegation. It names the first bad position and exits 1 on any problem.
+delegation. It names the first bad position (for damage outside the records,
+an outcome or a snapshot say, the damaged key) and exits 1 on any problem.
 A read of the store that fails (an I/O error) is not damage: verify says it
 could not read the store and exits 3, as when the store does not open.
 
@@ -88,9 +89,21 @@ func (a *app) verify(dir string) error {
 		printVerify(a.stdout(), out)
 	}
 	if !out.OK {
-		return found(fmt.Sprintf("store %s has problems (first bad position %d)", dir, out.FirstBad))
+		return found(fmt.Sprintf("store %s has problems (%s)", dir, out.firstBad()))
 	}
 	return nil
+}
+
+// firstBad says where out's first problem is: its position, or, for damage outside the records (an outcome, a
+// snapshot, an index, a table), which has none, the damaged key. NB: position 0 is no position of a log.
+func (out verifyOutput) firstBad() string {
+	switch {
+	case out.FirstBad > 0:
+		return fmt.Sprintf("first bad position %d", out.FirstBad)
+	case out.Corrupt != nil && out.Corrupt.Key != "":
+		return "damaged: " + out.Corrupt.Key
+	}
+	return "damaged"
 }
 
 // verifyStore checks the store in dir: its integrity and, over the same

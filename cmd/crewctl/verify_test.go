@@ -75,6 +75,41 @@ func TestVerifyCorrupt(t *testing.T) {
 	require.Contains(t, r.err, "position 20")
 }
 
+// TestVerifyNamesDamageOutsideTheRecords: damage in a value that is no record (an outcome, a snapshot's chunk) has no
+// position, and verify's one-line summary said "first bad position 0", a position no log has (they start at 1), and
+// not what was damaged: it names the damaged key, as the CORRUPT line does, and a position only for a record.
+func TestVerifyNamesDamageOutsideTheRecords(t *testing.T) {
+	for _, tc := range []struct {
+		name, prefix, key string
+	}{
+		{"an outcome", "o", `o/"a"/"cmd-001"`},
+		{"a snapshot's chunk", "n", fmt.Sprintf("n/%d/0", audittest.SnapshotAt)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := t.TempDir()
+			store := filepath.Join(data, storeDir)
+			audittest.Scenario(t, store)
+			db, err := pebble.Open(store, &pebble.Options{FormatMajorVersion: pebble.FormatNewest, Logger: audittest.QuietPebble{}})
+			require.NoError(t, err)
+			it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte(tc.prefix), UpperBound: []byte{tc.prefix[0] + 1}})
+			require.NoError(t, err)
+			require.True(t, it.First())
+			key, v := slices.Clone(it.Key()), slices.Clone(it.Value())
+			require.NoError(t, it.Close())
+			v[len(v)-1] ^= 0x01
+			require.NoError(t, db.Set(key, v, pebble.Sync))
+			require.NoError(t, db.Close())
+
+			for _, args := range [][]string{{"verify"}, {"verify", "--json"}} {
+				r := crewctl(t, nil, append(args, "--data", data)...)
+				require.Equal(t, exitProblem, r.code, "%v: %s", args, r.out+r.err)
+				require.Contains(t, r.err, tc.key, "%v", args)
+				require.NotContains(t, r.err, "position 0", "%v", args)
+			}
+		})
+	}
+}
+
 // TestBackupDirectoryMadeMeanwhile: backup checks that DIR does not exist, then looks for crewd before it makes DIR.
 // Someone who makes DIR in between (another user, in the shared temp directory) must not receive the copy, and with
 // it server.key, in a directory they own and may alter before a restore: backup makes DIR itself or fails.
