@@ -57,7 +57,9 @@ type SnapshotDiff struct {
 // snapshot's position. Both sides then must be equal: a difference means the
 // snapshot does not hold what the log says. Left is the rebuilt side. A run
 // of the snapshot gone cold whose read back from the log fails is an error
-// (wrapping eventlog.ErrCorrupt when the log is damaged), not a difference.
+// (wrapping eventlog.ErrCorrupt when the log is damaged), not a difference; a snapshot start-up does not load
+// (bytes that do not decode, the state at another position than it is stored at) is an error wrapping
+// projections.ErrBadSnapshot.
 func CompareSnapshot(l *eventlog.Log, rebuilt *projections.State, run string) (SnapshotDiff, error) {
 	snap, err := l.LatestSnapshot()
 	if err != nil {
@@ -66,6 +68,13 @@ func CompareSnapshot(l *eventlog.Log, rebuilt *projections.State, run string) (S
 	loaded, err := projections.DecodeSnapshot(snap.Data)
 	if err != nil {
 		return SnapshotDiff{}, fmt.Errorf("audit: snapshot at %d: %w", snap.Position, err)
+	}
+	// NB: the check start-up makes before it uses a snapshot (projections.LoadTiered): compared, one that holds the
+	// state at another position showed no difference once folded on from the position it holds, and every event in
+	// between as one against a fold to the position it is stored at.
+	if loaded.Position != snap.Position {
+		return SnapshotDiff{}, fmt.Errorf("audit: %w: the snapshot at %d holds the state at position %d (start-up "+
+			"does not load it)", projections.ErrBadSnapshot, snap.Position, loaded.Position)
 	}
 	// NB: the snapshot holds the runs gone cold as summaries, their records in the log: read back from it as the
 	// daemon reads them, or they would be missing from the snapshot's side when no tail is folded into it.
