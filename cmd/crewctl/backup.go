@@ -429,6 +429,12 @@ func (a *app) finishCopy(out backupOutput, store, label string) error {
 		return err
 	}
 	out.Verify = v
+	// NB: the head named is the copy's: crewd answers an online checkpoint with its head when the checkpoint began,
+	// and the copy holds what it committed until the copy was taken too. Never lowered: a copy short of crewd's
+	// answer shows as such beside it.
+	if v.Corrupt == nil && v.Head > out.Head {
+		out.Head = v.Head
+	}
 	if a.json {
 		if err := a.printJSON(out); err != nil {
 			return err

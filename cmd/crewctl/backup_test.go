@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -439,4 +440,60 @@ func TestBackupSyncsTheParentsItMade(t *testing.T) {
 	require.Equal(t, exitProblem, r.code, r.out+r.err)
 	require.Contains(t, r.err, syscall.EIO.Error())
 	require.NoDirExists(t, dest, "nothing is left behind")
+}
+
+// committingCheckpoint is a crewd that commits while it writes its checkpoint: it answers the head it read when the
+// checkpoint began, behind by the events committed since, which the copy holds too.
+type committingCheckpoint struct {
+	Broker
+	l      *eventlog.Log
+	behind uint64
+}
+
+func (c committingCheckpoint) Call(_ context.Context, method string, params, result any) error {
+	if method != "admin.checkpoint" {
+		return fmt.Errorf("unexpected %s", method)
+	}
+	dir := params.(map[string]any)["dir"].(string)
+	if err := c.l.Checkpoint(dir); err != nil {
+		return err
+	}
+	head, _ := c.l.Head()
+	*result.(*checkpointResult) = checkpointResult{Dir: dir, Head: head - c.behind}
+	return nil
+}
+
+func (committingCheckpoint) Close() error { return nil }
+
+// TestBackupWhileCrewdCommitsNamesTheCopysHead: crewd answers an online checkpoint with its head when the checkpoint
+// began, and the copy holds every event committed until it was taken too. backup said it copied the store "at head"
+// crewd's answer, lower than the head of the copy it had just verified and printed below it (head 0 above a copy of
+// 12 events, under load): it names the copy's head, in text and in --json's head, as restore and an offline backup
+// do.
+func TestBackupWhileCrewdCommitsNamesTheCopysHead(t *testing.T) {
+	const behind = 5
+	data := t.TempDir()
+	head := audittest.Scenario(t, filepath.Join(data, storeDir))
+	l, err := eventlog.Open(filepath.Join(data, storeDir), nil)
+	require.NoError(t, err)
+	defer l.Close()
+	crewd := func(context.Context, string, string) (Broker, error) {
+		return committingCheckpoint{l: l, behind: behind}, nil
+	}
+	tokenFile := filepath.Join(t.TempDir(), "admin.token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte("tok\n"), 0o600))
+
+	dest := filepath.Join(t.TempDir(), "backup")
+	r := crewctl(t, crewd, "backup", dest, "--data", data, "--token-file", tokenFile)
+	require.Equal(t, exitOK, r.code, r.out+r.err)
+	require.Contains(t, r.out, fmt.Sprintf("at head %d (online checkpoint by crewd)", head))
+
+	dest = filepath.Join(t.TempDir(), "backup")
+	r = crewctl(t, crewd, "backup", dest, "--data", data, "--token-file", tokenFile, "--json")
+	require.Equal(t, exitOK, r.code, r.out+r.err)
+	var out backupOutput
+	require.NoError(t, json.Unmarshal([]byte(r.out), &out))
+	require.True(t, out.Online)
+	require.Equal(t, head, out.Verify.Head)
+	require.Equal(t, head, out.Head)
 }
