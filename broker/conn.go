@@ -469,7 +469,16 @@ func (c *conn) idleExpired() {
 		return
 	default:
 	}
+	if c.s.idleFiring != nil {
+		c.s.idleFiring(c)
+	}
 	c.mu.Lock()
+	if c.closed {
+		// NB: closed since the check above: armed again now, the timer would keep the connection, its buffers and its
+		// server reachable for what is left of IdleTimeout (startIdleTimer).
+		c.mu.Unlock()
+		return
+	}
 	busy := c.serving || c.waits > 0 || c.sub != nil && !c.sub.ended()
 	now := c.s.idleNow()
 	left := c.s.opts.IdleTimeout - now.Sub(c.idleAt)

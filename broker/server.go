@@ -60,6 +60,9 @@ type Server struct {
 	idleNow      func() time.Time
 	idleChecked  func(c *conn, at time.Time, ended bool)
 	requestEnded func(c *conn)
+	// idleFiring is nil; tests run it as a connection's idle timer has fired and found the connection open, before
+	// it takes the connection's lock, so that the connection closes in between.
+	idleFiring func(c *conn)
 
 	mu       sync.Mutex
 	ln       *net.UnixListener
