@@ -33,13 +33,18 @@ type Limits struct {
 
 const maxLimit = 1 << 20 // a bound on counts no deployment reaches, so a typo is refused, not obeyed
 
+// minIdleTimeout is the shortest --idle-timeout but 0s. NB: a connection that holds a wait or a subscription has its
+// idle timer armed again at every expiry, and every other one is closed as soon as its hello is answered: a timeout
+// of microseconds (a typo) fired the timer of each such connection thousands of times a second, and closed the rest.
+const minIdleTimeout = 100 * time.Millisecond
+
 var limitOptions = []option{
 	{"max-conns", kindInt, "N", fmt.Sprintf("connections of every token but the admin's, 1..%d; one more gets too-many-connections, and %d more are kept for the admin", maxLimit, broker.AdminConns), fixed(strconv.Itoa(broker.DefaultMaxConns))},
 	{"reserved-conns", kindInt, "N", "connections of max-conns only the admin and orchestrators may use, 0..max-conns-1", fixed(strconv.Itoa(broker.DefaultMaxConns / 16))},
 	{"max-conns-per-credential", kindInt, "N", fmt.Sprintf("connections of one token, 1..%d", maxLimit), fixed(strconv.Itoa(broker.DefaultMaxConnsPerCredential))},
 	{"max-conns-per-run", kindInt, "N", fmt.Sprintf("worker connections of one run (its orchestrator's are bounded per credential only), 1..%d", maxLimit), fixed(strconv.Itoa(broker.DefaultMaxConnsPerRun))},
 	{"max-pending-per-process", kindInt, "N", fmt.Sprintf("connections of one client process that have not finished their hello, 1..%d", maxLimit), fixed(strconv.Itoa(broker.DefaultMaxPendingPerPeer))},
-	{"idle-timeout", kindDuration, "DURATION", "close a connection that sent no request for this long and holds no subscription or wait; 0s: never", fixed(broker.DefaultIdleTimeout.String())},
+	{"idle-timeout", kindDuration, "DURATION", "close a connection that sent no request for this long and holds no subscription or wait; 0s: never, else at least " + minIdleTimeout.String(), fixed(broker.DefaultIdleTimeout.String())},
 	{"max-waits-per-conn", kindInt, "N", fmt.Sprintf("task.waitStatus in flight on one connection, 1..%d", maxLimit), fixed(strconv.Itoa(broker.DefaultMaxWaitsPerConn))},
 	{"max-waits-per-credential", kindInt, "N", fmt.Sprintf("task.waitStatus in flight for one token, 1..%d", maxLimit), fixed(strconv.Itoa(broker.DefaultMaxWaitsPerCredential))},
 	{"max-subscriptions-per-credential", kindInt, "N", fmt.Sprintf("connections of one token holding a subscription, 1..%d", maxLimit), fixed(strconv.Itoa(broker.DefaultMaxSubscriptionsPerCredential))},
@@ -75,6 +80,10 @@ func loadLimits(maxFrame int, integer func(name string, lo, hi int) int, duratio
 		GlobalOutboundBytes:           integer("global-outbound-bytes", 1024, 1<<40),
 		RatePerCredential:             integer("rate-per-credential", 0, maxLimit),
 		BurstPerCredential:            integer("burst-per-credential", 1, maxLimit),
+	}
+	if l.IdleTimeout > 0 && l.IdleTimeout < minIdleTimeout {
+		_, src := str("idle-timeout")
+		fail("%s: %s is below %s (0s: never)", src, l.IdleTimeout, minIdleTimeout)
 	}
 	if l.ReservedConns >= l.MaxConns {
 		_, src := str("reserved-conns")

@@ -54,6 +54,10 @@ func TestLimitFlags(t *testing.T) {
 	require.Equal(t, -1, o.RatePerCredential, "rate 0 is no pacing, not the broker's default")
 	require.Equal(t, -1, o.RatePerRun, "auto follows: no pacing per run either")
 
+	c, err = Load([]string{"--idle-timeout", "100ms"}, homeEnv)
+	require.NoError(t, err, "the shortest idle timeout")
+	require.Equal(t, 100*time.Millisecond, c.Limits.IdleTimeout)
+
 	_, err = Load([]string{"--max-conns", "10", "--reserved-conns", "10", "--idle-timeout", "soon", "--max-waits-per-conn", "0"}, homeEnv)
 	require.ErrorContains(t, err, "reserved-conns: 10 must be below max-conns 10")
 	require.ErrorContains(t, err, `idle-timeout: "soon" is not a duration`)
