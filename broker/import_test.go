@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
 )
@@ -311,14 +312,10 @@ func TestImportCheckpoints(t *testing.T) {
 	})
 }
 
-// TestImportCheckpointsKeepAView: once enough checkpoints are recorded, the feed saves their view in the background,
-// so a follower starting later reads the view and the few recorded after it; the answer is the fold of the whole
-// stream's, page by page.
-func TestImportCheckpointsKeepAView(t *testing.T) {
-	f := newFixture(t, fixtureOpts{})
-	a := f.dial()
-	a.helloAdmin()
-	n := projections.ImportViewEvery + MaxImportWrites
+// recordCheckpoints records n import checkpoints of 300 files through a, an admin's connection, MaxImportWrites
+// (n a multiple of it) to a call.
+func recordCheckpoints(t *testing.T, a *client, n int) {
+	t.Helper()
 	for from := 0; from < n; from += MaxImportWrites {
 		writes := make([]any, 0, MaxImportWrites)
 		for i := from; i < from+MaxImportWrites; i++ {
@@ -333,6 +330,50 @@ func TestImportCheckpointsKeepAView(t *testing.T) {
 			require.Nil(t, w.Error)
 		}
 	}
+}
+
+// TestImportCheckpointsViewWaitsForSpace: a read of the checkpoints that folded enough of them to save their view
+// saves none while the disk is below its minimum, and is answered all the same: the space left is the log's, and a
+// write that the full disk refuses fails the log stop, so a read (a follower starting) could stop crewd, where every
+// command is answered disk-full and no snapshot is saved. Once there is space again, the next such read saves it.
+func TestImportCheckpointsViewWaitsForSpace(t *testing.T) {
+	release := make(chan struct{})
+	disk := &diskGauge{}
+	// NB: the feed is held: it would save the view itself once it had followed enough checkpoints.
+	f := newFixture(t, fixtureOpts{space: disk, feedStarting: func() { <-release }})
+	defer close(release)
+	a := f.dial()
+	a.helloAdmin()
+	recordCheckpoints(t, a, projections.ImportViewEvery)
+	read := func() {
+		t.Helper()
+		var pg importCheckpointsResult
+		r := a.call(methodImportCheckpoints, map[string]any{"source": "picrew"})
+		require.Nil(t, r.Error, "the checkpoints are read")
+		require.NoError(t, json.Unmarshal(r.Result, &pg))
+		require.Len(t, pg.Checkpoints, 300)
+	}
+
+	disk.full.Store(true)
+	read()
+	_, _, err := f.log.View(events.ImportStream)
+	require.ErrorIs(t, err, eventlog.ErrNotFound, "no view saved below the free-space minimum")
+
+	disk.full.Store(false)
+	read()
+	_, _, err = f.log.View(events.ImportStream)
+	require.NoError(t, err, "the view saved once there is space")
+}
+
+// TestImportCheckpointsKeepAView: once enough checkpoints are recorded, the feed saves their view in the background,
+// so a follower starting later reads the view and the few recorded after it; the answer is the fold of the whole
+// stream's, page by page.
+func TestImportCheckpointsKeepAView(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	a := f.dial()
+	a.helloAdmin()
+	n := projections.ImportViewEvery + MaxImportWrites
+	recordCheckpoints(t, a, n)
 	require.Eventually(t, func() bool {
 		_, _, err := f.log.View(events.ImportStream)
 		return err == nil

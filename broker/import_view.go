@@ -16,8 +16,13 @@ import (
 
 // saveImportView saves set as the view, one save at a time: a save that finds another under way is left out (the
 // other's serves as well). A failure is logged, not returned: the view is derived data, and a read without it only
-// folds more.
+// folds more. NB: none is saved while the disk is below its free-space minimum (the engine's CheckSpace), as no
+// snapshot is: the space left is the log's, and a write the full disk refuses fails the log stop, which a read (a
+// follower starting) would then have done.
 func (s *Server) saveImportView(set *projections.ImportCheckpoints) {
+	if s.eng.CheckSpace() != nil {
+		return
+	}
 	if !s.importViewSaving.CompareAndSwap(false, true) {
 		return
 	}
