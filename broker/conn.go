@@ -158,10 +158,15 @@ func (c *conn) readLoop() {
 		if err != nil {
 			// pi-crew: an invalid request gets no frame (its id cannot be trusted), only the close.
 			r := c.readFailure(err)
-			if !c.authed && (r == reasonMalformed || r == reasonOversize || errors.Is(err, wire.ErrTruncated)) {
+			switch refused := r == reasonMalformed || r == reasonOversize || errors.Is(err, wire.ErrTruncated); {
+			case refused && !c.authed:
 				// NB: read and parsed up to a frame (a line the stream ended in: read): closed at its process's pace,
 				// and charged to it, as a request before a hello is (refuseBeforeHello).
 				c.payBeforeHello(rd.FrameBytes())
+			case refused:
+				// NB: charged as a request of its bytes, before the close: free, a token dialling in a loop had up to
+				// a frame read and parsed per connection for its hello's units alone.
+				c.charge(requestCost(rd.FrameBytes()))
 			}
 			c.close(r)
 			return

@@ -29,6 +29,7 @@
 //	  │               of the state its method makes
 //	  │               second hello ─▶ error protocol "hello already completed" ─▶ close
 //	  │               id too long to answer in a frame ─▶ error protocol (id "") ─▶ close
+//	  │               oversize/malformed/truncated line ─▶ charged as a request of its bytes ─▶ close, no frame
 //	  │               dispatch ─▶ result | per-request error ───┘ (connection stays)
 //	  │ pushes: team.event (subscription), mailbox.message (feed), resync (once, on overflow)
 //	  │ credential ended (revoked, re-issued, worker's run or task terminal) ─▶ error (id "") ─▶ close
