@@ -863,13 +863,14 @@ func recipient(m message) string {
 }
 
 // delivery plans the delivery state st ("delivered" or "acknowledged") of
-// a planned message, each step once.
+// a planned message, each step once, naming the mailbox it is in (mailboxOf).
 func (p *planner) delivery(id, st string) {
 	m, ok := p.msgs[id]
 	if !ok || (st != "delivered" && st != "acknowledged") {
 		return
 	}
-	to, at := recipient(m), m.CreatedAt.ms
+	to, _ := p.mailboxOf(id)
+	at := m.CreatedAt.ms
 	if !p.delivered[id] {
 		p.begin("delivery:" + id + ":delivered")
 		p.add(at, &events.MailboxDelivered{MessageID: id, Recipient: to})
@@ -946,14 +947,18 @@ func (p *planner) steer(st steer) {
 	p.add(at, &events.SteerPushed{TaskID: st.taskID, MessageID: id})
 }
 
-// mailboxOf is whose mailbox the planned message id is in (recipient), a mailbox line's or the one a steering line
-// was given (steer); ok is false when no message of that id is planned.
+// mailboxOf is whose mailbox the planned message id is in: the one a steering line was given (steer), or a mailbox
+// line's (recipient); ok is false when no message of that id is planned. NB: the steer's first: a follower that gave
+// a steering line a message of its own records the mailbox line under its id read after it too (planLine), whose
+// mailbox.appended, the id's second, the engine leaves out; the message is the steer's, in its task's mailbox, where
+// the line may name another (a worker's). The one-shot import plans the mailbox first, and gives no steer a message
+// of an id a line has.
 func (p *planner) mailboxOf(id string) (to string, ok bool) {
-	if m, ok := p.msgs[id]; ok {
-		return recipient(m), true
+	if to, ok := p.steerMessages[id]; ok {
+		return to, true
 	}
-	to, ok = p.steerMessages[id]
-	return to, ok
+	m, ok := p.msgs[id]
+	return recipient(m), ok
 }
 
 // mailboxOwner names the mailbox to, for a report: the run's inbox, or a task's mailbox.

@@ -83,6 +83,82 @@ func TestFollowedSteersAgreeWithTheImport(t *testing.T) {
 	}
 }
 
+// TestALateMailboxLineDeliversTheMessageThatStands: a follower that gave a steering line a message of its own (its
+// mailbox line not read by the end of the wait) and then reads a mailbox line under the same id records that line
+// too, and the delivery states delivery.json holds under the id (docs/picrew.md). The steer's message stands: the
+// line's mailbox.appended is the id's second, which the engine leaves out. A line of another mailbox than the steer's
+// task (a worker's: pi-crew's broker writes a steer's message to its task's inbox) had its delivery and its
+// acknowledgement name that other mailbox, which holds no message of the id: they moved the steer's message, in the
+// task's mailbox, while saying they moved another's, as no delivery crewlog records does (msg.delivered and msg.ack
+// refuse a message of another mailbox than they name), and a steering line of that other mailbox's task under the id
+// was taken for one under its own task's message. They name the mailbox of the message that stands now, and the
+// steering line is skipped, as one under another mailbox's message is.
+func TestALateMailboxLineDeliversTheMessageThatStands(t *testing.T) {
+	const steerID = "steer_000001_abcdef"
+	for name, c := range map[string]struct {
+		file, taskID string // the late line's file, under the run's mailbox, and its taskId
+	}{
+		"the run's inbox":        {file: "inbox.jsonl"},
+		"the task's outbox":      {file: "tasks/01_exec/outbox.jsonl", taskID: "01_exec"},
+		"another task's inbox":   {file: "tasks/02_other/inbox.jsonl", taskID: "02_other"},
+		"the steer's task inbox": {file: "tasks/01_exec/inbox.jsonl", taskID: "01_exec"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			root, a, _ := execRun(t)
+			require.NoError(t, a.AddTask("02_other", "executor"))
+			require.NoError(t, picrewtest.AppendRaw(filepath.Join(root.Dir, "artifacts", runA, "steering",
+				"01_exec.jsonl"),
+				fmt.Appendf(nil, `{"type":"steer","message":"go on","id":%q,"ts":%d}`+"\n", steerID, valuesAt)))
+			sink := newMemSink()
+			_, pass, reported := stepFollower(t, root.Dir, sink)
+			for range 3 {
+				pass()
+			}
+			require.Contains(t, sink.requests, runA+"\x00import:"+runA+":steer:01_exec:"+steerID,
+				"the steer was given a message of its own")
+
+			direction := "inbox"
+			if filepath.Base(c.file) == "outbox.jsonl" {
+				direction = "outbox"
+			}
+			line, err := json.Marshal(map[string]any{"id": steerID, "runId": runA, "direction": direction,
+				"from": "orchestrator", "to": c.taskID, "taskId": c.taskID, "body": "go on", "createdAt": valuesAt,
+				"status": "queued", "kind": "steer"})
+			require.NoError(t, err)
+			require.NoError(t, picrewtest.AppendRaw(filepath.Join(a.Dir, "mailbox", c.file), append(line, '\n')))
+			require.NoError(t, a.Deliver(steerID, "acknowledged"))
+			for range 3 {
+				pass()
+			}
+
+			for _, st := range []string{"delivered", "acknowledged"} {
+				got, ok := sink.requests[runA+"\x00import:"+runA+":delivery:"+steerID+":"+st]
+				require.True(t, ok, "the %s state is recorded", st)
+				var items []struct {
+					Payload struct{ MessageID, Recipient string }
+				}
+				require.NoError(t, json.Unmarshal([]byte(got), &items))
+				require.Len(t, items, 1)
+				require.Equal(t, steerID, items[0].Payload.MessageID)
+				require.Equal(t, "01_exec", items[0].Payload.Recipient,
+					"the %s state names the mailbox of the message that stands, the steer's task's", st)
+			}
+			// A steering line of another task under the id is one of a message of another mailbox than its task's:
+			// the steer's, in 01_exec's, not the late line's.
+			require.NoError(t, picrewtest.AppendRaw(filepath.Join(root.Dir, "artifacts", runA, "steering",
+				"02_other.jsonl"),
+				fmt.Appendf(nil, `{"type":"steer","message":"go on","id":%q,"ts":%d}`+"\n", steerID, valuesAt)))
+			for range 3 {
+				pass()
+			}
+			require.NotContains(t, sink.requests, runA+"\x00import:"+runA+":steer:02_other:"+steerID)
+			require.Contains(t, reasonsFor(*reported, "artifacts/"+runA+"/steering/02_other.jsonl"),
+				"steer "+steerID+" of task 02_other: its id is a message of 01_exec's mailbox: skipped (a message id "+
+					"is its run's one message)")
+		})
+	}
+}
+
 // execRun is a crew root with run A running its one task, 01_exec, and the path of that task's inbox.
 func execRun(t *testing.T) (root *picrewtest.Root, a *picrewtest.Run, inbox string) {
 	t.Helper()
