@@ -540,27 +540,19 @@ func tasksNotReadReason(err error) string {
 // record that does not decode is reported and left out; a file that does
 // not is err, which its caller reports.
 func (s *source) parseTasks(id, rel string, b []byte) ([]task, error) {
-	var err error
-	var records []json.RawMessage
-	if bytes.HasPrefix(bytes.TrimSpace(b), []byte("{")) {
-		var env struct {
-			Tasks []json.RawMessage `json:"tasks"`
-		}
-		err = json.Unmarshal(b, &env)
-		records = env.Tasks
-	} else {
-		err = json.Unmarshal(b, &records)
-	}
+	records, err := taskRecords(b)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]task, 0, len(records))
+	// NB: room for the tasks kept only: a file of millions of records that are no tasks (`[1,1,…]`) had a task's
+	// room made for each, 272 bytes a 2-byte record.
+	var out []task
 	seen := map[string]bool{}
-	for i, rec := range records {
+	for i := 0; records.More(); i++ {
 		// NB: each record on its own: each is written from what its worker reported, and one value a record cannot
 		// hold (a fraction of a token) made the whole file undecodable, every other task of the run with it.
 		var t task
-		if err := json.Unmarshal(rec, &t); err != nil {
+		if err := records.Decode(&t); err != nil {
 			s.skip(id, rel, 0, 0, "task %d does not decode: left out: %v", i, err)
 			continue
 		}
@@ -606,6 +598,42 @@ func (s *source) parseTasks(id, rel string, b []byte) ([]task, error) {
 		}
 	}
 	return out, nil
+}
+
+// taskRecords is a decoder of the records of tasks.json b (parseTasks), at its first, or the error of a file that
+// does not decode. NB: one record at a time: decoded whole first, a 16 MiB file of millions of records held each
+// record's bytes apart, and the slice of them, at once (a decoder of the array skips each record a type error leaves,
+// as a decoding of it alone reports it). A file that does not decode, or whose records are not an array (null, or no
+// tasks field, is no record), is decoded as before, for its error, which it meets before any record.
+func taskRecords(b []byte) (*json.Decoder, error) {
+	array, envelope := b, bytes.HasPrefix(bytes.TrimSpace(b), []byte("{"))
+	if envelope {
+		var env struct {
+			Tasks json.RawMessage `json:"tasks"`
+		}
+		if err := json.Unmarshal(b, &env); err != nil {
+			return nil, err
+		}
+		array = env.Tasks
+	}
+	if !bytes.HasPrefix(bytes.TrimSpace(array), []byte("[")) || !json.Valid(array) {
+		var err error
+		if envelope {
+			var env struct {
+				Tasks []json.RawMessage `json:"tasks"`
+			}
+			err = json.Unmarshal(b, &env)
+		} else {
+			err = json.Unmarshal(b, new([]json.RawMessage))
+		}
+		if err != nil {
+			return nil, err
+		}
+		array = []byte("[]")
+	}
+	d := json.NewDecoder(bytes.NewReader(array))
+	_, err := d.Token() // the array's [
+	return d, err
 }
 
 // boundDependsOn is deps, the dependsOn of task taskID in tasks.json (rel) of run id, within what crewlog's
