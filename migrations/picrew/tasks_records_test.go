@@ -2,6 +2,10 @@ package picrew
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -80,4 +84,60 @@ func TestATasksFileOfManyRecordsIsReadInLittleMemory(t *testing.T) {
 			}
 		})
 	}
+}
+
+// taskRecordsReference is what taskRecords replaced: every record of tasks.json b, in either form, decoded at once
+// as raw bytes, each then decoded alone.
+func taskRecordsReference(b []byte) ([]json.RawMessage, error) {
+	var records []json.RawMessage
+	if bytes.HasPrefix(bytes.TrimSpace(b), []byte("{")) {
+		var env struct {
+			Tasks []json.RawMessage `json:"tasks"`
+		}
+		err := json.Unmarshal(b, &env)
+		return env.Tasks, err
+	}
+	err := json.Unmarshal(b, &records)
+	return records, err
+}
+
+// FuzzTaskRecordsAgreeWithReference: taskRecords decodes the records of tasks.json one at a time, from the file's
+// bytes, where they were decoded at once as raw bytes and each then alone (taskRecordsReference). For any bytes, a
+// file the reference refuses is refused with its error, and each record decodes to the same task, or fails with the
+// same error, as the reference's record alone: a record a type error leaves does not move the next one.
+func FuzzTaskRecordsAgreeWithReference(f *testing.F) {
+	for _, s := range []string{`[]`, `null`, ` [ ] `, `5`, `"x"`, `{}`, `{"tasks":null}`, `{"tasks":5}`,
+		`{"tasks":{"a":[1]}}`, `{"tasks":[]}x`, `[]x`, `[{"id":"a"}`, `[1,{"id":"a"},"b",[{"id":"c"}],null]`,
+		`[{"id":"a","depth":1.5,"role":"r"},{"id":"b","startedAt":"x","dependsOn":[1,"a"]},{"id":"c"}]`,
+		`{"schemaVersion":1,"tasks":[{"id":"a","runId":"r","usage":{"input":"1"}},{"id":"b"}],"tasks":[{"id":"z"}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	files, err := filepath.Glob(filepath.Join("testdata", "root", "state", "runs", "*", "tasks.json"))
+	require.NoError(f, err)
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		require.NoError(f, err)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		want, wantErr := taskRecordsReference(b)
+		records, err := taskRecords(b)
+		if wantErr != nil {
+			require.EqualError(t, err, wantErr.Error())
+			return
+		}
+		require.NoError(t, err)
+		n := 0
+		for ; records.More(); n++ {
+			require.Less(t, n, len(want), "more records than the reference's")
+			var got, alone task
+			gotErr, aloneErr := records.Decode(&got), json.Unmarshal(want[n], &alone)
+			require.Equal(t, fmt.Sprint(aloneErr), fmt.Sprint(gotErr), "record %d", n)
+			if aloneErr == nil {
+				require.Equal(t, alone, got, "record %d", n)
+			}
+		}
+		require.Len(t, want, n)
+	})
 }
