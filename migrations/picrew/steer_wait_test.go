@@ -92,7 +92,9 @@ func TestFollowedSteersAgreeWithTheImport(t *testing.T) {
 // task's mailbox, while saying they moved another's, as no delivery crewlog records does (msg.delivered and msg.ack
 // refuse a message of another mailbox than they name), and a steering line of that other mailbox's task under the id
 // was taken for one under its own task's message. They name the mailbox of the message that stands now, and the
-// steering line is skipped, as one under another mailbox's message is.
+// steering line is skipped, as one under another mailbox's message is. A follower restarted, which reads the mailbox
+// files up to their checkpoints first, maps the line as the one-shot import does: the delivery states it sends again
+// are answered reused, and the first stand, as for any line mapped differently on a second reading.
 func TestALateMailboxLineDeliversTheMessageThatStands(t *testing.T) {
 	const steerID = "steer_000001_abcdef"
 	for name, c := range map[string]struct {
@@ -155,6 +157,22 @@ func TestALateMailboxLineDeliversTheMessageThatStands(t *testing.T) {
 			require.Contains(t, reasonsFor(*reported, "artifacts/"+runA+"/steering/02_other.jsonl"),
 				"steer "+steerID+" of task 02_other: its id is a message of 01_exec's mailbox: skipped (a message id "+
 					"is its run's one message)")
+
+			// A follower restarted reads the mailbox files up to their checkpoints before the steering files.
+			appended := len(sink.appended)
+			_, pass, reported = restartedFollower(t, root.Dir, sink)
+			for range 3 {
+				pass()
+			}
+			require.Len(t, sink.appended, appended, "nothing appended again")
+			var reused []string
+			if c.file != "tasks/01_exec/inbox.jsonl" {
+				for _, st := range []string{"delivered", "acknowledged"} {
+					reused = append(reused, "import:"+runA+":delivery:"+steerID+":"+st+": imported earlier from "+
+						"another reading of the files; the first import stands")
+				}
+			}
+			require.Equal(t, reused, reasonsFor(*reported, "state/runs/"+runA))
 		})
 	}
 }
