@@ -126,6 +126,12 @@ func (p *packer) addWrite(w *eventlog.Write) {
 
 func (p *packer) fits() bool { return p.messages <= p.lim.messages && p.manifest <= p.lim.bytes }
 
+// fitsWith reports whether the batch would still fit its limits with e added (p itself is left as it is).
+func (p packer) fitsWith(e *eventlog.Event) bool {
+	p.add(e)
+	return p.fits()
+}
+
 func eventBytes(e *eventlog.Event) int {
 	return 32 + len(e.Type) + len(e.CausationID) + len(e.CorrelationID) + len(e.ActorRole) + len(e.ActorTask) +
 		len(e.Payload)

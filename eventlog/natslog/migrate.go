@@ -104,13 +104,21 @@ func Import(ctx context.Context, src *eventlog.Log, dst *Log) (ImportReport, err
 		return nil
 	}
 	it := src.Read(1)
+	lim := dst.limits()
 	var cur *eventlog.Write // the write being filled
 	curLeft := uint64(0)    // events cur still takes (an outcome's count)
 	curBytes := 0
+	var curPack packer // cur's messages, as planBatches counts them
 	for it.Next() {
 		e := *it.Event()
 		e.Hash = [32]byte{}
-		if cur != nil && curLeft == 0 && (cur.CommandID != "" || e.CommandID != "" || byFirst[e.Position].CommandID != "") {
+		// NB: the store does not tell where the write of a command without an id ended, so consecutive events of
+		// such commands are one write, as many as fit one batch and importGroupBytes: one write of the whole run did
+		// not fit a batch once it alternated between crewlog streams more often than a batch holds messages
+		// (ErrGroupTooLarge, and the store could not be imported), and was held in memory whole. Any cut gives the
+		// same records: an append assigns each event its position, version and hash whatever write holds it.
+		if cur != nil && curLeft == 0 && (cur.CommandID != "" || e.CommandID != "" ||
+			byFirst[e.Position].CommandID != "" || curBytes >= importGroupBytes || !curPack.fitsWith(&e)) {
 			if err := add(*cur, curBytes); err != nil {
 				it.Close()
 				return rep, err
@@ -118,7 +126,7 @@ func Import(ctx context.Context, src *eventlog.Log, dst *Log) (ImportReport, err
 			cur = nil
 		}
 		if cur == nil {
-			cur, curBytes = &eventlog.Write{}, 0
+			cur, curBytes, curPack = &eventlog.Write{}, 0, newPacker(lim)
 			if o, ok := byFirst[e.Position]; ok {
 				cur.Principal, cur.CommandID, cur.Code, cur.Reason = o.Principal, o.CommandID, o.Code, o.Reason
 				cur.Result, cur.Fingerprint = o.Result, o.Fingerprint
@@ -131,6 +139,7 @@ func Import(ctx context.Context, src *eventlog.Log, dst *Log) (ImportReport, err
 		}
 		cur.Events = append(cur.Events, e)
 		curBytes += len(e.Payload) + 128
+		curPack.add(&e)
 		if curLeft > 0 {
 			curLeft--
 		}

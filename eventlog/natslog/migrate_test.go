@@ -116,3 +116,49 @@ func TestImportStoppedPartWayIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	requireCopy(t, src, openLog(t, js).Local(), uint64(len(ws)))
 }
+
+// Events of commands without an id follow one another in a store with nothing to tell where each command's write
+// ended; Import regroups them into writes that each fit one atomic batch. It made one write of every such run, so
+// a store where commands without an id alternated between runs (a message to one, a transition of another) more
+// times than a batch holds messages could not be imported at all (ErrGroupTooLarge), and a long run of them was held
+// in memory whole.
+func TestImportCutsARunOfUnidentifiedEventsIntoWritesThatFitABatch(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		maxBatch   int
+		events     int
+		streams    []string
+		payloadLen int
+		minGroups  int
+	}{
+		{"alternating between runs past a batch's messages", 0, DefaultMaxBatchMessages + 200, []string{"r1", "r2"},
+			1, 1},
+		{"alternating under a small batch", 3, 40, []string{"r1", "r2", "r3"}, 1, 1},
+		{"one run past a group's bytes", 0, 3 * importGroupBytes / (4 << 10), []string{"r1"}, 4 << 10, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := openLocal(t)
+			ws := make([]eventlog.Write, tc.events)
+			for i := range ws {
+				payload := make([]byte, tc.payloadLen)
+				payload[0] = 0x80
+				ws[i] = eventlog.Write{Events: []eventlog.Event{{Stream: tc.streams[i%len(tc.streams)],
+					Type: "mailbox.appended", Time: 1, Payload: payload}}}
+			}
+			_, err := src.Append(ws...)
+			require.NoError(t, err)
+
+			js := connect(t, startServer(t))
+			cfg := testConfig
+			cfg.MaxBatchMessages = tc.maxBatch
+			dst, err := Open(context.Background(), js, openLocal(t), cfg)
+			require.NoError(t, err)
+			rep, err := Import(context.Background(), src, dst)
+			require.NoError(t, err)
+			require.Equal(t, uint64(tc.events), rep.Events)
+			require.GreaterOrEqual(t, rep.Groups, tc.minGroups, "groups of about importGroupBytes at most")
+			c := openLog(t, js) // a crewd joining the cluster
+			require.NoError(t, verifyCopy(src, c.Local(), 0))
+		})
+	}
+}
