@@ -64,9 +64,13 @@ func (s *forwardSlots) busyError(size int) error {
 		commands.ErrWriterBusy, s.held, s.heldBytes, s.slots, s.bytes, size)
 }
 
-// forwardedSize is what a forwarded request's message holds that its slot counts: its bytes and its credential.
+// forwardedSize is what a forwarded request's message holds that its slot counts: its bytes and all of its headers,
+// the credential's among them.
+//
+// NB: every header, not the credential's alone: the writer holds the whole message until it answers, and a peer's
+// small request with a header of nearly max_payload counted a few bytes, so the bound held thousands of them.
 func forwardedSize(m *nats.Msg) int {
-	return len(m.Data) + len(m.Header.Get(credentialHeader))
+	return len(m.Data) + headerBytes(m.Header)
 }
 
 // answerBusy answers m, a forwarded request over the writer's bound (forwardSlots), ErrWriterBusy at once.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -153,4 +154,42 @@ func TestFollowerSendsAgainWhatTheBusyWriterDidNotTake(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("no answer once the writer had room")
 	}
+}
+
+// The bytes of the forwarded requests the writer holds are bounded whatever part of the message holds them: a peer
+// publishing small requests, each with a header of nearly a NATS message (which the writer holds with the request
+// until it answers), made it hold as many of them as its engine's queue takes, thousands of max_payloads, where
+// only the request's bytes and its credential counted against maxForwardedBytes.
+func TestWriterBoundsTheHeaderBytesOfTheForwardedRequestsItHolds(t *testing.T) {
+	srv := startNATS(t)
+	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
+	held := newHeldSubmits()
+	t.Cleanup(held.release)
+	w := startWriterOn(t, srv, Options{Name: "w", Log: cfg, LeaseTTL: time.Second, beforeSubmit: held.hold})
+	require.NoError(t, w.o.Conn.Flush()) // its subscription is the server's before the flood
+	const junk = 900 << 10
+	flood := maxForwardedBytes/junk + 12
+	require.Greater(t, w.Engine().QueueCap(), flood, "the slots alone do not bound them")
+
+	nc := connectTo(t, srv)
+	inbox := nats.NewInbox()
+	answers, err := nc.SubscribeSync(inbox)
+	require.NoError(t, err)
+	pad := strings.Repeat("x", junk)
+	for i := range flood {
+		m := &nats.Msg{Subject: cfg.CommandSubject(), Reply: inbox, Data: encodedRunCreate(t, fmt.Sprintf("r%d", i)),
+			Header: nats.Header{"Pad": []string{pad}}}
+		require.NoError(t, nc.PublishMsg(m))
+	}
+	require.NoError(t, nc.Flush())
+
+	busy := 0
+	for busy < flood-maxForwardedBytes/junk {
+		m, err := answers.NextMsg(10 * time.Second)
+		require.NoError(t, err, "answer %d of the requests over the bound (%d held)", busy, held.now.Load())
+		_, err = commands.DecodeReply(m.Data)
+		require.ErrorIs(t, err, commands.ErrWriterBusy)
+		busy++
+	}
+	require.LessOrEqual(t, held.max.Load(), int64(maxForwardedBytes/junk), "held at once")
 }
