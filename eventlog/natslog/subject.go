@@ -58,9 +58,15 @@ func tokenStream(tok string) (string, error) {
 		return "", fmt.Errorf("%w: %d bytes exceeds %d", errNotToken, len(tok), maxTokenLen)
 	}
 	if plainToken(tok) {
+		if len(tok) > eventlog.MaxStreamLen {
+			// NB: maxTokenLen bounds an encoded name; a plain token is the name, which the log bounds tighter.
+			return "", fmt.Errorf("%w: a name of %d bytes exceeds %d", errNotToken, len(tok), eventlog.MaxStreamLen)
+		}
 		return tok, nil
 	}
-	if tok == "" || tok[0] != encodedPrefix {
+	if tok == "" || tok[0] != encodedPrefix || !plainToken(tok[1:]) {
+		// NB: the alphabet checked here, not left to the decoder, which skips '\r' and '\n' even when strict:
+		// "~00\r0" read as the name of "~000".
 		return "", fmt.Errorf("%w: %q", errNotToken, tok)
 	}
 	b, err := base64.RawURLEncoding.Strict().DecodeString(tok[1:])

@@ -31,7 +31,8 @@ func TestStreamTokensAreValidAndReversible(t *testing.T) {
 
 	// Tokens streamToken never makes are refused, not decoded to a name
 	// that has another token.
-	for _, tok := range []string{"", "~", "~cg", "~cg==", "a.b", "~!!", "~" + strings.Repeat("A", maxTokenLen)} {
+	for _, tok := range []string{"", "~", "~cg", "~cg==", "a.b", "~!!", "~" + strings.Repeat("A", maxTokenLen),
+		strings.Repeat("z", eventlog.MaxStreamLen+1), "~JGVu\nZ2luZQ", "~JGVu\rZ2luZQ"} {
 		_, err := tokenStream(tok)
 		require.ErrorIs(t, err, errNotToken, "%q", tok)
 	}
@@ -40,4 +41,26 @@ func TestStreamTokensAreValidAndReversible(t *testing.T) {
 	s, err := testConfig.subjectStream(testConfig.EventSubject("$import"))
 	require.NoError(t, err)
 	require.Equal(t, "$import", s)
+}
+
+// FuzzSubjectStream reads any subject as a copy reads the subject of a stored message, which any publisher on the
+// stream's events wildcard chooses: a crewlog stream's name of 1..MaxStreamLen bytes whose subject is the one read,
+// or errNotToken; never a panic, and never one name read from two subjects.
+func FuzzSubjectStream(f *testing.F) {
+	for _, s := range []string{"r1", "$engine", "a.b", "~", strings.Repeat("é", eventlog.MaxStreamLen/2)} {
+		f.Add(testConfig.EventSubject(s))
+	}
+	for _, tok := range []string{"", "~", "~cg", "~cg==", "~JGVuZ2luZQ==", "a.b", "r1.r2"} {
+		f.Add("crewlog." + testConfig.Stream + ".events." + tok)
+	}
+	f.Fuzz(func(t *testing.T, subject string) {
+		s, err := testConfig.subjectStream(subject)
+		if err != nil {
+			require.ErrorIs(t, err, errNotToken)
+			return
+		}
+		require.NotEmpty(t, s)
+		require.LessOrEqual(t, len(s), eventlog.MaxStreamLen)
+		require.Equal(t, subject, testConfig.EventSubject(s), "stream %q", s)
+	})
 }
