@@ -158,7 +158,10 @@ func (c *conn) readLoop() {
 		if err != nil {
 			// pi-crew: an invalid request gets no frame (its id cannot be trusted), only the close.
 			r := c.readFailure(err)
-			switch refused := r == reasonMalformed || r == reasonOversize || errors.Is(err, wire.ErrTruncated); {
+			// NB: a line cut off by a reset (a client that closed with an answer unread) is truncated as well; one a
+			// hello timeout cut off is not: its connection was held for HelloTimeout, its own pace.
+			truncated := errors.Is(err, wire.ErrTruncated) && r != reasonHelloTimeout
+			switch refused := r == reasonMalformed || r == reasonOversize || truncated; {
 			case refused && !c.authed:
 				// NB: read and parsed up to a frame (a line the stream ended in: read): closed at its process's pace,
 				// and charged to it, as a request before a hello is (refuseBeforeHello).

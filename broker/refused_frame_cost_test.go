@@ -3,6 +3,7 @@ package broker
 import (
 	"net"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -30,12 +31,7 @@ func TestFramesRefusedAfterHelloCostTheirBytes(t *testing.T) {
 		"truncated": {sent: `{"id":"p","method":"ping","params":{"x":"` + pad + `"}}`, cut: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			f := newFixture(t, fixtureOpts{opts: Options{RatePerCredential: 1, BurstPerCredential: 1 << 20}})
-			clock := installPacerClock(f)
-			s := f.seed()
-			clock.freeze()
-			w := f.dial()
-			w.hello(runR, taskP, s.p)
+			_, clock, w := pacedWorker(t)
 			before := clock.level(workerKey(taskP))
 			w.nc.Write([]byte(tc.sent)) // NB: the server may close before it has read it all
 			if tc.cut {
@@ -49,4 +45,47 @@ func TestFramesRefusedAfterHelloCostTheirBytes(t *testing.T) {
 			require.Equal(t, float64(requestCost(bytes)), before-clock.level(workerKey(taskP)))
 		})
 	}
+}
+
+// TestALineCutByAResetCostsItsBytes: a client that closes its socket with an answer of the broker unread ends its
+// stream with a reset (ECONNRESET), not an end of file, after the broker has read every byte it sent. A line cut off
+// so costs its credential what a line cut off by an end of file does, a request of its bytes: it cost nothing, so
+// a token dialling in a loop that left its answers unread had up to a frame read per connection for its hello's
+// units alone.
+func TestALineCutByAResetCostsItsBytes(t *testing.T) {
+	f, clock, w := pacedWorker(t)
+	w.sendLine(`{"id":"p","method":"ping","params":null}`)
+	awaitUnread(t, w.nc.(*net.UnixConn)) // the ping's answer, left unread: the close resets the stream
+	before := clock.level(workerKey(taskP))
+	cut := `{"id":"q","method":"ping","params":{"x":"` + strings.Repeat("x", 100<<10)
+	_, err := w.nc.Write([]byte(cut))
+	require.NoError(t, err)
+	require.NoError(t, w.nc.Close())
+	f.awaitConns(0)
+	require.Equal(t, float64(requestCost(len(cut))), before-clock.level(workerKey(taskP)))
+}
+
+// pacedWorker is a fixture whose credentials are paced on a frozen clock, every bucket full, and a worker connection
+// of it past its hello.
+func pacedWorker(t *testing.T) (*fixture, *pacerClock, *client) {
+	f := newFixture(t, fixtureOpts{opts: Options{RatePerCredential: 1, BurstPerCredential: 1 << 20}})
+	clock := installPacerClock(f)
+	s := f.seed()
+	clock.freeze()
+	w := f.dial()
+	w.hello(runR, taskP, s.p)
+	return f, clock, w
+}
+
+// awaitUnread returns once nc has bytes to read, reading none of them.
+func awaitUnread(t *testing.T, nc *net.UnixConn) {
+	rc, err := nc.SyscallConn()
+	require.NoError(t, err)
+	var peekErr error
+	require.NoError(t, rc.Read(func(fd uintptr) bool {
+		var b [1]byte
+		_, _, peekErr = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK)
+		return peekErr != syscall.EAGAIN
+	}))
+	require.NoError(t, peekErr)
 }

@@ -22,7 +22,8 @@
 //   - a complete line that is not one JSON object in valid UTF-8: ErrMalformed, close without a frame;
 //   - a '\r' before the '\n' is dropped; blank lines (empty or only spaces, tabs, '\r') are skipped, and count
 //     toward the cap of the frame after them (so a peer cannot keep the reader skipping them for ever);
-//   - end of stream inside a line: ErrTruncated; at a line boundary (or after only blanks): io.EOF.
+//   - end of stream inside a line: ErrTruncated, the source's error with it when the stream ended in one (a reset);
+//     at a line boundary (or after only blanks): io.EOF.
 //
 // Writing refuses a value that does not encode to one object or whose frame would exceed the cap.
 //

@@ -21,9 +21,9 @@ const maxEmptyReads = 100
 // Concurrency: a Reader is not safe for concurrent use; a connection has one reading goroutine.
 //
 // Errors: ReadFrame returns io.EOF at a clean end of stream, and otherwise an error matching ErrFrameTooLarge,
-// ErrMalformed or ErrTruncated, or the source's error wrapped. Every error is sticky: once ReadFrame has failed it
-// returns the same error forever, because the position in the stream is no longer a frame boundary that both
-// sides agree on.
+// ErrMalformed or ErrTruncated, or the source's error wrapped (matching ErrTruncated too when it cut a line). Every
+// error is sticky: once ReadFrame has failed it returns the same error forever, because the position in the stream
+// is no longer a frame boundary that both sides agree on.
 type Reader struct {
 	src   io.Reader
 	limit int    // frame cap, newline included
@@ -94,8 +94,8 @@ func (r *Reader) ReadFrame() ([]byte, error) {
 
 // FrameBytes is how many bytes of the stream the frame ReadFrame returned last took: the blank lines before it, the
 // frame and its line end; after a line refused malformed, that line's, after one over the cap, the cap, and after one
-// the stream ended in (ErrTruncated), the bytes of it read. A caller that weighs its peer's work by the bytes it sent
-// reads it here.
+// the stream ended in (ErrTruncated, by an end of file or the source's error), the bytes of it read. A caller that
+// weighs its peer's work by the bytes it sent reads it here.
 func (r *Reader) FrameBytes() int { return r.last }
 
 // line returns the next line without its '\n'.
@@ -162,6 +162,12 @@ func (r *Reader) endOfStream() error {
 	r.spill, r.nspill, r.cspill = nil, 0, 0
 	r.start, r.end = 0, 0
 	switch {
+	case partial && r.srcErr != io.EOF:
+		// NB: a truncation too: a peer that closes with bytes of ours unread ends the stream with a reset
+		// (ECONNRESET), not an end of file, once we have read every byte it sent, and a caller that weighs its peer's
+		// work by the bytes read would otherwise not count the line.
+		r.last, r.skipped = held, 0
+		return fmt.Errorf("wire: read frame: %w (%w)", r.srcErr, ErrTruncated)
 	case r.srcErr != io.EOF:
 		return fmt.Errorf("wire: read frame: %w", r.srcErr)
 	case partial:

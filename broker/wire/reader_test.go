@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/iotest"
 
@@ -192,20 +193,30 @@ func TestReadFrameBytes(t *testing.T) {
 func TestRefusedFrameBytes(t *testing.T) {
 	for name, tc := range map[string]struct {
 		stream string
+		end    error // the source's error after the stream; nil: an end of file
 		limit  int
 		err    error
 		want   int
 	}{
-		"malformed":    {"\n" + `{"a":` + "\n", 1024, ErrMalformed, 1 + 6},
-		"over the cap": {"\n" + object(2000) + "\n", 1024, ErrFrameTooLarge, 1024},
-		"truncated":    {"\n" + `{"a":1`, 1024, ErrTruncated, 1 + 6},
+		"malformed":    {"\n" + `{"a":` + "\n", nil, 1024, ErrMalformed, 1 + 6},
+		"over the cap": {"\n" + object(2000) + "\n", nil, 1024, ErrFrameTooLarge, 1024},
+		"truncated":    {"\n" + `{"a":1`, nil, 1024, ErrTruncated, 1 + 6},
 		// NB: longer than the read-ahead, so that the line is spilled before the stream ends.
-		"truncated, longer than the read-ahead": {"\n" + object(10000)[:9999], 16 << 10, ErrTruncated, 1 + 9999},
+		"truncated, longer than the read-ahead": {"\n" + object(10000)[:9999], nil, 16 << 10, ErrTruncated, 1 + 9999},
+		// NB: a unix socket's peer that closes with bytes of ours unread ends the stream so, after its last byte.
+		"truncated by a reset": {"\n" + `{"a":1`, syscall.ECONNRESET, 1024, ErrTruncated, 1 + 6},
 	} {
 		t.Run(name, func(t *testing.T) {
-			r := NewReader(strings.NewReader(tc.stream), tc.limit)
+			src := io.Reader(strings.NewReader(tc.stream))
+			if tc.end != nil {
+				src = io.MultiReader(src, iotest.ErrReader(tc.end))
+			}
+			r := NewReader(src, tc.limit)
 			_, err := r.ReadFrame()
 			require.ErrorIs(t, err, tc.err)
+			if tc.end != nil {
+				require.ErrorIs(t, err, tc.end, "the source's error")
+			}
 			require.Equal(t, tc.want, r.FrameBytes())
 		})
 	}
@@ -281,7 +292,8 @@ func TestReadFrameSourceError(t *testing.T) {
 	frames, err := readAll(io.MultiReader(strings.NewReader("{}\n{\"a\""), iotest.ErrReader(boom)), 0)
 	require.Equal(t, []string{"{}"}, frames)
 	require.ErrorIs(t, err, boom)
-	require.EqualError(t, err, "wire: read frame: boom")
+	require.ErrorIs(t, err, ErrTruncated, "the error cut a line")
+	require.EqualError(t, err, "wire: read frame: boom (wire: truncated frame)")
 
 	// Data delivered together with the error is still read.
 	frames, err = readAll(iotest.DataErrReader(strings.NewReader("{}\n{}\n")), 0)
