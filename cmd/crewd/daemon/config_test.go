@@ -219,8 +219,9 @@ func TestLoadInvalid(t *testing.T) {
 		{"open timeout text", []string{"--open-timeout", "long"}, []string{`--open-timeout: "long" is not a duration`}},
 		{"open timeout negative", []string{"--open-timeout", "-1s"}, []string{"--open-timeout: -1s is negative"}},
 		{"retention negative", []string{"--retention", "-1m"}, []string{"--retention: -1m0s is negative"}},
-		// A connection holding a wait has its idle timer armed again at every expiry, and every other one is closed as
-		// soon as its hello is answered: a timeout of microseconds fired thousands of times a second per connection.
+		// A connection holding a wait has its idle timer armed again at every expiry, and every other one is closed
+		// as soon as its hello is answered: a timeout of microseconds fired thousands of times a second per
+		// connection.
 		{"idle timeout tiny", []string{"--idle-timeout", "1us"}, []string{"--idle-timeout: 1µs is below 100ms (0s: never)"}},
 		{"idle timeout just below", []string{"--idle-timeout", "99ms"}, []string{"--idle-timeout: 99ms is below 100ms"}},
 		{"socket group root", []string{"--socket-group", "0"}, []string{"root's group"}},
