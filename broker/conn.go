@@ -170,6 +170,11 @@ func (c *conn) readLoop() {
 				// NB: charged as a request of its bytes, before the close: free, a token dialling in a loop had up to
 				// a frame read and parsed per connection for its hello's units alone.
 				c.charge(requestCost(rd.FrameBytes()))
+			case c.authed:
+				// NB: the blank lines the stream ended with, read and skipped as a frame's are, cost their bytes as
+				// those before a request do: free, a token dialling in a loop had up to a frame of them read per
+				// connection for its hello's units alone.
+				c.charge(rd.FrameBytes() / frameUnit)
 			}
 			c.close(r)
 			return

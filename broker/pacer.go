@@ -10,10 +10,11 @@ import (
 // bucket of RatePerCredential units per second holding at most BurstPerCredential, and every run one of RatePerRun
 // holding at most BurstPerRun that its workers' credentials share (runKey: not its orchestrator's), so a run that
 // issues a credential to each of its tasks is not served that many credentials' rate. A request costs one unit and
-// one more per frameUnit bytes it takes on the wire, a hello helloCost units more (a refused one, and a first frame
-// that is no hello: to its process, peerKey), and every event events.since reads for a credential (those it returns
-// and the one past the page), or its subscription reads from the log (pushed or filtered out), one more (a replay
-// from seq 0 is the most expensive thing a client can ask for), as does every event of a cold run the log re-folds
+// one more per frameUnit bytes it takes on the wire (the blank lines a connection's stream ends with, one per
+// frameUnit bytes too), a hello helloCost units more (a refused one, and a first frame that is no hello: to its
+// process, peerKey), and every event events.since reads for a credential (those it returns and the one past the
+// page), or its subscription reads from the log (pushed or filtered out), one more (a replay from seq 0 is the most
+// expensive thing a client can ask for), as does every event of a cold run the log re-folds
 // for a request of the credential (params.go); a worker's work costs its run's bucket as much. A bucket may go into
 // debt: a page is served whole and charged after. A connection's reader reads its next request only when its
 // credential's bucket, and its run's, hold a unit, a hello is answered and a subscription pulls only then, so a

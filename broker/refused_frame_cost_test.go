@@ -65,6 +65,29 @@ func TestALineCutByAResetCostsItsBytes(t *testing.T) {
 	require.Equal(t, float64(requestCost(len(cut))), before-clock.level(workerKey(taskP)))
 }
 
+// TestBlankLinesAStreamEndsWithCostTheirBytes: blank lines are read (and skipped) as a frame's bytes are, and cost
+// a request's bytes when a frame follows them; the ones an authenticated connection's stream ends with, by an end of
+// file or a reset, cost their bytes too. They cost nothing, so a token dialling in a loop had up to a frame of blank
+// lines, each a line read and skipped, read per connection for its hello's units alone.
+func TestBlankLinesAStreamEndsWithCostTheirBytes(t *testing.T) {
+	blank := strings.Repeat("\n", 100<<10)
+	for name, reset := range map[string]bool{"end of file": false, "reset": true} {
+		t.Run(name, func(t *testing.T) {
+			f, clock, w := pacedWorker(t)
+			if reset {
+				w.sendLine(`{"id":"p","method":"ping","params":null}`)
+				awaitUnread(t, w.nc.(*net.UnixConn)) // the ping's answer, left unread: the close resets the stream
+			}
+			before := clock.level(workerKey(taskP))
+			_, err := w.nc.Write([]byte(blank))
+			require.NoError(t, err)
+			require.NoError(t, w.nc.Close())
+			f.awaitConns(0)
+			require.Equal(t, float64(len(blank)/frameUnit), before-clock.level(workerKey(taskP)))
+		})
+	}
+}
+
 // pacedWorker is a fixture whose credentials are paced on a frozen clock, every bucket full, and a worker connection
 // of it past its hello.
 func pacedWorker(t *testing.T) (*fixture, *pacerClock, *client) {

@@ -94,8 +94,9 @@ func (r *Reader) ReadFrame() ([]byte, error) {
 
 // FrameBytes is how many bytes of the stream the frame ReadFrame returned last took: the blank lines before it, the
 // frame and its line end; after a line refused malformed, that line's, after one over the cap, the cap, and after one
-// the stream ended in (ErrTruncated, by an end of file or the source's error), the bytes of it read. A caller that
-// weighs its peer's work by the bytes it sent reads it here.
+// the stream ended in (ErrTruncated, by an end of file or the source's error), the bytes of it read; after the end of
+// the stream at a line boundary, the blank lines read since the last frame. A caller that weighs its peer's work by
+// the bytes it sent reads it here.
 func (r *Reader) FrameBytes() int { return r.last }
 
 // line returns the next line without its '\n'.
@@ -161,17 +162,17 @@ func (r *Reader) endOfStream() error {
 	held := r.skipped + r.nspill + (r.end - r.start)
 	r.spill, r.nspill, r.cspill = nil, 0, 0
 	r.start, r.end = 0, 0
+	// FrameBytes: what the line took of the stream, the blank lines before it included, or the blank lines alone.
+	r.last, r.skipped = held, 0
 	switch {
 	case partial && r.srcErr != io.EOF:
 		// NB: a truncation too: a peer that closes with bytes of ours unread ends the stream with a reset
 		// (ECONNRESET), not an end of file, once we have read every byte it sent, and a caller that weighs its peer's
 		// work by the bytes read would otherwise not count the line.
-		r.last, r.skipped = held, 0
 		return fmt.Errorf("wire: read frame: %w (%w)", r.srcErr, ErrTruncated)
 	case r.srcErr != io.EOF:
 		return fmt.Errorf("wire: read frame: %w", r.srcErr)
 	case partial:
-		r.last, r.skipped = held, 0 // FrameBytes: what the line took of the stream, the blank lines before it included
 		return ErrTruncated
 	default:
 		return io.EOF

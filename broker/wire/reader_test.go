@@ -189,7 +189,8 @@ func TestReadFrameBytes(t *testing.T) {
 // TestRefusedFrameBytes: after a line refused, FrameBytes is what it took of the stream, the blank lines before it
 // included, or the cap for a line over it, so that a reader that charges its peer by bytes charges a refused line
 // too. Until it was, FrameBytes kept the last accepted frame's (0 for a connection's first line), and it still did
-// for a line the stream ended in.
+// for a line the stream ended in, for one a source's error (a reset) cut off, and for the blank lines the stream
+// ended with, which it now is too.
 func TestRefusedFrameBytes(t *testing.T) {
 	for name, tc := range map[string]struct {
 		stream string
@@ -205,6 +206,9 @@ func TestRefusedFrameBytes(t *testing.T) {
 		"truncated, longer than the read-ahead": {"\n" + object(10000)[:9999], nil, 16 << 10, ErrTruncated, 1 + 9999},
 		// NB: a unix socket's peer that closes with bytes of ours unread ends the stream so, after its last byte.
 		"truncated by a reset": {"\n" + `{"a":1`, syscall.ECONNRESET, 1024, ErrTruncated, 1 + 6},
+		// The blank lines the stream ends with, which no frame follows.
+		"blank lines at the end":            {"\n \r\n\t", nil, 1024, io.EOF, 5},
+		"blank lines at the end of a reset": {"\n \r\n\t", syscall.ECONNRESET, 1024, syscall.ECONNRESET, 5},
 	} {
 		t.Run(name, func(t *testing.T) {
 			src := io.Reader(strings.NewReader(tc.stream))
@@ -216,6 +220,9 @@ func TestRefusedFrameBytes(t *testing.T) {
 			require.ErrorIs(t, err, tc.err)
 			if tc.end != nil {
 				require.ErrorIs(t, err, tc.end, "the source's error")
+			}
+			if tc.err != ErrTruncated {
+				require.NotErrorIs(t, err, ErrTruncated)
 			}
 			require.Equal(t, tc.want, r.FrameBytes())
 		})
