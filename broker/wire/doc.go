@@ -61,7 +61,9 @@
 // # Guarantees
 //
 //   - A Reader never holds more than maxFrame-1 bytes of a line, plus a read-ahead buffer of at most 4 KiB, however
-//     long the peer's line is, and it stops reading from its source at its first error.
+//     long the peer's line is, and it stops reading from its source at its first error. What it holds beyond the
+//     read-ahead it takes from its SpillBudget, if it has one, and gives back once, when the line ends, however it
+//     ends.
 //   - Every frame ReadFrame returns is one JSON object in valid UTF-8 without '\n', accepted or refused as json.Valid
 //     would (by a validator of its own, held to json.Valid by a fuzz test, nesting limit included); DecodeRequest
 //     and DecodeHello apply pi-crew's rules (exact key names, lengths in UTF-16 units, the last of duplicate keys

@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 )
 
-// Framing errors. All three mean the byte stream can no longer be trusted: the broker closes the connection without
+// Framing errors. All four mean the byte stream can no longer be trusted: the broker closes the connection without
 // writing an error frame (D§7.2 — no request id is known), mapping ErrFrameTooLarge to code oversize-frame and the
 // others to protocol in its logs. Match them with errors.Is; the returned errors carry detail after the sentinel.
 var (
@@ -17,6 +17,8 @@ var (
 	ErrMalformed = errors.New("wire: malformed frame")
 	// ErrTruncated: the stream ended in the middle of a line.
 	ErrTruncated = errors.New("wire: truncated frame")
+	// ErrNoRoom: a line longer than the read-ahead found no room in the Reader's SpillBudget (UseSpillBudget).
+	ErrNoRoom = errors.New("wire: no room to buffer the frame")
 )
 
 func malformed(why string) error { return fmt.Errorf("%w: %s", ErrMalformed, why) }

@@ -37,6 +37,9 @@ type Reader struct {
 	nspill int // bytes held in spill
 	cspill int // bytes allocated in spill
 
+	budget SpillBudget // what spill's chunks are taken from (UseSpillBudget); nil: nothing
+	taken  int         // bytes taken from budget for spill's chunks, given back when the line ends
+
 	// skipped is the bytes of the blank lines read since the last frame: they count toward the next frame's cap, so
 	// a peer cannot keep the reader skipping them for ever without delivering a frame.
 	skipped int
@@ -59,6 +62,20 @@ func NewReader(r io.Reader, maxFrame int) *Reader {
 	return &Reader{src: r, limit: limit, buf: make([]byte, min(readAhead, limit))}
 }
 
+// SpillBudget is what a Reader takes the bytes of a line longer than its read-ahead from, as it makes each chunk the
+// line spills into, and gives them back to when the line ends: complete (before ReadFrame returns it), refused, or
+// cut off by its source. A line within the read-ahead takes nothing.
+type SpillBudget interface {
+	// Take reserves n bytes, waiting for room as long as it sees fit; false refuses them, and the Reader fails with
+	// ErrNoRoom.
+	Take(n int) bool
+	// Release gives back n bytes Take reserved.
+	Release(n int)
+}
+
+// UseSpillBudget makes r take the bytes of its spilled lines from b; call it before the first ReadFrame.
+func (r *Reader) UseSpillBudget(b SpillBudget) { r.budget = b }
+
 // ReadFrame returns the next frame without its '\n' (and without a '\r' before it, so CRLF peers work). Blank lines
 // are skipped, and count toward the cap of the frame after them. A frame is a single JSON object in valid UTF-8 of
 // at most maxFrame-1 bytes, less the blank lines before it.
@@ -71,6 +88,7 @@ func (r *Reader) ReadFrame() ([]byte, error) {
 			if errors.Is(err, ErrFrameTooLarge) {
 				r.last, r.skipped = r.limit, 0 // NB: the cap's worth was read, at least
 			}
+			r.dropSpill() // NB: the Reader is done: a refused line's chunks are given back now, not when it is dropped
 			r.err = err
 			break
 		}
@@ -113,8 +131,7 @@ func (r *Reader) line() ([]byte, error) {
 			if r.nspill == 0 {
 				return seg, nil
 			}
-			r.spillBytes(seg)
-			return r.takeSpill(), nil
+			return r.takeSpill(seg), nil
 		}
 		// No newline yet. Refuse now if even a newline as the very next byte would make the frame too large: this
 		// is what stops a long line before it is buffered.
@@ -131,7 +148,11 @@ func (r *Reader) line() ([]byte, error) {
 			r.start = 0
 		}
 		if r.end == len(r.buf) {
-			r.spillBytes(r.buf)
+			if !r.spillBytes(r.buf) {
+				// What the line took of the stream: the Reader stops here, as for a line over the cap.
+				r.last, r.skipped = r.skipped+r.nspill+len(r.buf), 0
+				return nil, ErrNoRoom
+			}
 			r.start, r.end = 0, 0
 		}
 		n, err := r.src.Read(r.buf[r.end:])
@@ -160,7 +181,7 @@ func (r *Reader) endOfStream() error {
 		partial = partial || !isBlank(c)
 	}
 	held := r.skipped + r.nspill + (r.end - r.start)
-	r.spill, r.nspill, r.cspill = nil, 0, 0
+	r.dropSpill()
 	r.start, r.end = 0, 0
 	// FrameBytes: what the line took of the stream, the blank lines before it included, or the blank lines alone.
 	r.last, r.skipped = held, 0
@@ -179,13 +200,20 @@ func (r *Reader) endOfStream() error {
 	}
 }
 
-// spillBytes appends p to the spilled line. Callers have checked that the line still fits, so the chunks, which
-// double the total each time and are clamped to the cap, never add up to more than limit-1 bytes.
-func (r *Reader) spillBytes(p []byte) {
+// spillBytes appends p to the spilled line, and reports false when the budget refused a chunk it needed. Callers have
+// checked that the line still fits, so the chunks, which double the total each time and are clamped to the cap,
+// never add up to more than limit-1 bytes.
+func (r *Reader) spillBytes(p []byte) bool {
 	for len(p) > 0 {
 		k := len(r.spill) - 1
 		if k < 0 || len(r.spill[k]) == cap(r.spill[k]) {
 			size := min(max(len(r.buf), r.cspill), r.limit-1-r.cspill)
+			if r.budget != nil {
+				if !r.budget.Take(size) {
+					return false
+				}
+				r.taken += size
+			}
 			r.spill = append(r.spill, make([]byte, 0, size))
 			r.cspill += size
 			k++
@@ -195,18 +223,32 @@ func (r *Reader) spillBytes(p []byte) {
 		r.nspill += n
 		p = p[n:]
 	}
+	return true
 }
 
-// takeSpill returns the spilled line as one slice and lets go of the chunks, so a connection that once sent a big
-// frame does not keep its memory.
-func (r *Reader) takeSpill() []byte {
+// takeSpill returns the spilled line, ended by its last segment seg, as one slice, and lets go of the chunks (their
+// bytes given back to the budget), so a connection that once sent a big frame does not keep its memory.
+//
+// NB: seg is not spilled first: a chunk made for it would be taken from the budget, whose room a line that is
+// complete must not wait for.
+func (r *Reader) takeSpill(seg []byte) []byte {
 	line := r.spill[0]
-	if len(r.spill) > 1 {
-		line = make([]byte, 0, r.nspill)
+	if len(r.spill) > 1 || cap(line)-len(line) < len(seg) {
+		line = make([]byte, 0, r.nspill+len(seg))
 		for _, c := range r.spill {
 			line = append(line, c...)
 		}
 	}
-	r.spill, r.nspill, r.cspill = nil, 0, 0
+	line = append(line, seg...)
+	r.dropSpill()
 	return line
+}
+
+// dropSpill lets go of the spilled line's chunks and gives their bytes back to the budget.
+func (r *Reader) dropSpill() {
+	r.spill, r.nspill, r.cspill = nil, 0, 0
+	if r.taken > 0 {
+		r.budget.Release(r.taken)
+		r.taken = 0
+	}
 }
