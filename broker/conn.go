@@ -36,11 +36,13 @@ const (
 	reasonPanic                    // a bug; recovered so the daemon keeps serving
 	reasonIdle                     // no request for IdleTimeout, no subscription, no wait
 	reasonEnded                    // the credential was revoked, or its run or task ended, between requests
+	reasonInboundFull              // a line longer than the read-ahead found no room in GlobalInboundBytes in time
 )
 
 var reasonNames = [...]string{
 	"unknown", "client-closed", "read-error", "oversize-frame", "malformed-frame", "hello-timeout", "protocol",
 	"auth", "write-error", "slow-consumer", "server-closed", "max-conns", "panic", "idle", "credential-ended",
+	"inbound-full",
 }
 
 func (r closeReason) String() string {
@@ -73,6 +75,7 @@ type conn struct {
 	seq uint64
 	out *outbound
 	w   *socketWriter // writes the socket: one goroutine at a time (out's claim, or the writer with its batch)
+	in  inboundShare  // what its reader's long lines take of the server's inbound budget
 
 	ctx    context.Context // cancelled when the connection closes: ends Submit waits and subscriptions
 	cancel context.CancelFunc
@@ -111,7 +114,8 @@ type conn struct {
 func newConn(s *Server, nc *net.UnixConn, seq uint64) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &conn{s: s, nc: nc, seq: seq, out: newOutbound(s.opts.OutboundQueueCap, s.opts.OutboundBytes, &s.outBudget),
-		w: newSocketWriter(nc, s.writeTimeout), ctx: ctx, cancel: cancel, done: ctx.Done()}
+		w: newSocketWriter(nc, s.writeTimeout), in: inboundShare{b: &s.inBudget, done: ctx.Done(), wait: s.writeTimeout},
+		ctx: ctx, cancel: cancel, done: ctx.Done()}
 }
 
 // close ends the connection once: cancels its context, closes the socket (unblocking reader and writer) and
@@ -128,6 +132,7 @@ func (c *conn) close(r closeReason) {
 		c.cancel()
 		c.nc.Close()
 		c.out.close()
+		c.in.close()
 		c.s.lg.Debug("connection closed", "conn", c.seq, "reason", r.String(), "role", id.role, "runId", id.runID,
 			"taskId", id.taskID)
 	})
@@ -146,8 +151,10 @@ func (c *conn) readLoop() {
 	defer c.s.wg.Done()
 	defer c.recover()
 	// The hello deadline is a read deadline: a client that sends half a hello and stalls is cut off too.
-	c.nc.SetReadDeadline(time.Now().Add(c.s.opts.HelloTimeout))
+	c.in.until = time.Now().Add(c.s.opts.HelloTimeout)
+	c.nc.SetReadDeadline(c.in.until)
 	rd := wire.NewReader(c.nc, c.s.opts.MaxFrame)
+	rd.UseSpillBudget(&c.in)
 	for {
 		if c.authed && !c.pace(c.keys, nil) {
 			return // closing: whoever closed it logged why
@@ -161,7 +168,7 @@ func (c *conn) readLoop() {
 			// NB: a line cut off by a reset (a client that closed with an answer unread) is truncated as well; one a
 			// hello timeout cut off is not: its connection was held for HelloTimeout, its own pace.
 			truncated := errors.Is(err, wire.ErrTruncated) && r != reasonHelloTimeout
-			switch refused := r == reasonMalformed || r == reasonOversize || truncated; {
+			switch refused := r == reasonMalformed || r == reasonOversize || r == reasonInboundFull || truncated; {
 			case refused && !c.authed:
 				// NB: read and parsed up to a frame (a line the stream ended in: read): closed at its process's pace,
 				// and charged to it, as a request before a hello is (refuseBeforeHello).
@@ -194,6 +201,8 @@ func (c *conn) readFailure(err error) closeReason {
 		return reasonOversize
 	case errors.Is(err, wire.ErrMalformed):
 		return reasonMalformed
+	case errors.Is(err, wire.ErrNoRoom):
+		return reasonInboundFull
 	case errors.Is(err, os.ErrDeadlineExceeded) && !c.authed:
 		return reasonHelloTimeout
 	}

@@ -124,7 +124,9 @@
 //     can the many tokens one run may issue) and everyone's ≤ GlobalOutboundBytes, except that a connection
 //     holding nothing takes one frame — so outbound memory ≤ GlobalOutboundBytes + (MaxConns+AdminConns) × MaxFrame
 //     (+ one resync and one final frame per connection); queue ≤ OutboundQueueCap frames; connections ≤
-//     MaxConns+AdminConns; waits
+//     MaxConns+AdminConns; the bytes of lines longer than a reader's 4 KiB read-ahead, from the moment they outgrow
+//     it until they end, ≤ GlobalInboundBytes, every connection's together (inbound.go: a reader without room reads
+//     no more and waits, writeTimeout at most, then its connection closes as for a line over the cap); waits
 //     and subscriptions bounded per connection and credential; params bounded by ParseCommand and the handlers;
 //     pacing buckets only for keys charged recently (a full bucket is deleted, pacer.go), so processes that each
 //     send one refused hello leave none behind once their buckets refill; a credential's or a run's outbound

@@ -178,6 +178,7 @@ func (c *conn) hello(req wire.Request, size int) bool {
 	// the writer refuses a command of a run ended and reopened since the broker checked it.
 	c.authed, c.keys, c.cred = true, k, c.id.credential()
 	c.nc.SetReadDeadline(time.Time{})
+	c.in.until = time.Time{}
 	c.startIdleTimer()
 	s.requests.add(wire.MethodHello, nil)
 	s.lg.Debug("hello", "conn", c.seq, "role", id.role, "runId", id.runID, "taskId", id.taskID)

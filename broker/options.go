@@ -46,6 +46,9 @@ const (
 	DefaultOutboundBytes = 4 << 20
 	// DefaultGlobalOutboundBytes is the daemon's outbound budget, shared by every connection.
 	DefaultGlobalOutboundBytes = 256 << 20
+	// DefaultGlobalInboundBytes is the daemon's inbound budget, shared by every connection's reader: 256 lines at the
+	// default frame cap longer than the read-ahead at once, a quarter of the outbound budget.
+	DefaultGlobalInboundBytes = 64 << 20
 	// outboundShares is how many credentials it takes, by default, to hold all of GlobalOutboundBytes: one
 	// credential's connections hold at most GlobalOutboundBytes/outboundShares (OutboundBytesPerCredential).
 	outboundShares = 16
@@ -132,6 +135,13 @@ type Options struct {
 	// MaxConnsPerCredential connections that read nothing could hold all of GlobalOutboundBytes, and every other
 	// client's pushes would be refused. The admin's connections are not counted.
 	OutboundBytesPerCredential int64
+	// GlobalInboundBytes bounds the bytes all connections' readers hold together in lines longer than their
+	// read-ahead (4 KiB), from the moment a line outgrows it until it ends (default 64 MiB, at least MaxFrame): a
+	// line within the read-ahead takes none of it. A reader that finds no room reads no more from its socket and
+	// waits for room, 10 s at most and before its hello not past the hello's deadline; then its connection closes
+	// as for a line over the cap, without a frame, the line charged as one is. Without it, every connection could
+	// hold a frame's worth of a line it never ends, indefinitely while it holds a subscription.
+	GlobalInboundBytes int64
 	// RatePerCredential paces each credential but the admin's to that many units per second (a request is one
 	// unit and one more per 4 KiB of its frame, a hello 50; every event events.since reads for it, the one past
 	// its page included, or its subscription reads is one more), with bursts of
@@ -213,6 +223,7 @@ func (o *Options) Validate() error {
 		{"MaxReadsPerCredential", int64(o.MaxReadsPerCredential)},
 		{"OutboundBytes", int64(o.OutboundBytes)}, {"GlobalOutboundBytes", o.GlobalOutboundBytes},
 		{"OutboundBytesPerCredential", o.OutboundBytesPerCredential}, {"OutboundBytesPerRun", o.OutboundBytesPerRun},
+		{"GlobalInboundBytes", o.GlobalInboundBytes},
 		{"BurstPerCredential", int64(o.BurstPerCredential)}, {"BurstPerRun", int64(o.BurstPerRun)},
 	} {
 		if f.v < 0 {
@@ -227,6 +238,9 @@ func (o *Options) Validate() error {
 	}
 	if d := o.withDefaults(); d.GlobalOutboundBytes < int64(d.OutboundBytes) {
 		add("GlobalOutboundBytes %d must be at least OutboundBytes %d", d.GlobalOutboundBytes, d.OutboundBytes)
+	}
+	if d := o.withDefaults(); d.GlobalInboundBytes < int64(d.MaxFrame) {
+		add("GlobalInboundBytes %d must be at least MaxFrame %d", d.GlobalInboundBytes, d.MaxFrame)
 	}
 	if d := o.withDefaults(); o.OutboundBytesPerCredential > 0 &&
 		(d.OutboundBytesPerCredential < int64(d.OutboundBytes) || d.OutboundBytesPerCredential > d.GlobalOutboundBytes) {
@@ -278,6 +292,7 @@ func (o Options) withDefaults() Options {
 		DefaultOutboundBytesPerCredential(o.GlobalOutboundBytes, o.OutboundBytes))
 	o.OutboundBytesPerRun = orDefault(o.OutboundBytesPerRun,
 		DefaultOutboundBytesPerRun(o.GlobalOutboundBytes, o.OutboundBytesPerCredential))
+	o.GlobalInboundBytes = orDefault(o.GlobalInboundBytes, DefaultGlobalInboundBytes)
 	o.RatePerCredential = orDefault(o.RatePerCredential, DefaultRatePerCredential)
 	o.BurstPerCredential = orDefault(o.BurstPerCredential, max(o.RatePerCredential, 1))
 	o.RatePerRun = orDefault(o.RatePerRun, DefaultRatePerRun(o.RatePerCredential))

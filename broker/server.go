@@ -91,6 +91,7 @@ type Server struct {
 
 	waits     waitHub        // task.waitStatus waiters, woken per task
 	outBudget outboundBudget // bytes held by every connection's outbound queue
+	inBudget  inboundBudget  // bytes held by every connection's reader in lines longer than its read-ahead
 
 	importSince      int         // checkpoints the feed saw since it last refreshed their view (feed only)
 	importViewSaving atomic.Bool // a save of that view is under way (import_view.go)
@@ -137,6 +138,7 @@ func New(eng *commands.Engine, log *eventlog.Log, opts Options) (*Server, error)
 	s.quit = s.life.Done()
 	s.waits = waitHub{s: s, byRun: make(map[string]*runWaits)}
 	s.outBudget.limit = o.GlobalOutboundBytes
+	s.inBudget.limit = o.GlobalInboundBytes
 	return s, nil
 }
 

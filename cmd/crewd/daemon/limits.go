@@ -25,6 +25,7 @@ type Limits struct {
 	GlobalOutboundBytes           int
 	OutboundBytesPerCredential    int
 	OutboundBytesPerRun           int
+	GlobalInboundBytes            int
 	RatePerCredential             int // 0: no pacing
 	BurstPerCredential            int
 	RatePerRun                    int // 0: no pacing per run
@@ -52,6 +53,7 @@ var limitOptions = []option{
 	{"outbound-bytes", kindInt, "BYTES", "bytes queued or being written to one connection before a subscriber is resynced, at least max-frame", fixed(strconv.Itoa(broker.DefaultOutboundBytes))},
 	{"global-outbound-bytes", kindInt, "BYTES", "bytes queued or being written to all connections together, at least outbound-bytes", fixed(strconv.Itoa(broker.DefaultGlobalOutboundBytes))},
 	{"outbound-bytes-per-credential", kindIntOrAuto, "BYTES|auto", "bytes queued or being written to the connections of one token together, outbound-bytes..global-outbound-bytes, so a token whose connections read nothing cannot hold every other client's budget; auto: a sixteenth of global-outbound-bytes, at least outbound-bytes", fixed("auto")},
+	{"global-inbound-bytes", kindInt, "BYTES", "bytes all connections' readers hold together in requests longer than 4 KiB they have not ended, at least max-frame; a reader without room reads no more and waits up to 10s, then its connection is closed as for a request over max-frame", fixed(strconv.Itoa(broker.DefaultGlobalInboundBytes))},
 	{"rate-per-credential", kindInt, "N", fmt.Sprintf("units per second one token is served (a request, and one more per 4 KiB of it; a hello 50; an event events.since or a subscription reads; a read-only token's dashboard read or stream opened, and one more per event it reads of a finished run read back, a page of events, a stream's replay or live events or a past rebuilt, and per 4 KiB of run summaries read from disk or fields searched), 0..%d; beyond it its requests wait; 0: no pacing", maxLimit), fixed(strconv.Itoa(broker.DefaultRatePerCredential))},
 	{"burst-per-credential", kindInt, "N", fmt.Sprintf("units one token may use at once above its rate, 1..%d", maxLimit), fixed(strconv.Itoa(broker.DefaultRatePerCredential))},
 	{"outbound-bytes-per-run", kindIntOrAuto, "BYTES|auto", "bytes queued or being written to the worker connections of one run together, whatever their tokens (its orchestrator's not counted), outbound-bytes-per-credential..global-outbound-bytes, so a run that issues a token to every task cannot hold every other run's budget; auto: a quarter of global-outbound-bytes, at least outbound-bytes-per-credential", fixed("auto")},
@@ -62,7 +64,7 @@ var limitOptions = []option{
 func init() { options = append(options, limitOptions...) }
 
 // loadLimits reads the limit options with Load's helpers; maxFrame is --max-frame, which a connection's outbound
-// budget must hold.
+// budget and the inbound budget must hold.
 func loadLimits(maxFrame int, integer func(name string, lo, hi int) int, duration func(name string) time.Duration,
 	str func(name string) (text, src string), fail func(format string, args ...any)) Limits {
 	l := Limits{
@@ -78,6 +80,7 @@ func loadLimits(maxFrame int, integer func(name string, lo, hi int) int, duratio
 		MaxReadsPerCredential:         integer("max-reads-per-credential", 1, maxLimit),
 		OutboundBytes:                 integer("outbound-bytes", 1024, 1<<30),
 		GlobalOutboundBytes:           integer("global-outbound-bytes", 1024, 1<<40),
+		GlobalInboundBytes:            integer("global-inbound-bytes", 1024, 1<<40),
 		RatePerCredential:             integer("rate-per-credential", 0, maxLimit),
 		BurstPerCredential:            integer("burst-per-credential", 1, maxLimit),
 	}
@@ -96,6 +99,10 @@ func loadLimits(maxFrame int, integer func(name string, lo, hi int) int, duratio
 	if l.GlobalOutboundBytes < l.OutboundBytes {
 		_, src := str("global-outbound-bytes")
 		fail("%s: %d must be at least outbound-bytes %d", src, l.GlobalOutboundBytes, l.OutboundBytes)
+	}
+	if l.GlobalInboundBytes < maxFrame {
+		_, src := str("global-inbound-bytes")
+		fail("%s: %d must be at least max-frame %d", src, l.GlobalInboundBytes, maxFrame)
 	}
 	l.OutboundBytesPerCredential = bytesWithin(str, integer, "outbound-bytes-per-credential",
 		int(broker.DefaultOutboundBytesPerCredential(int64(l.GlobalOutboundBytes), l.OutboundBytes)),
@@ -151,6 +158,7 @@ func (l Limits) apply(o *broker.Options) {
 	o.OutboundBytes, o.GlobalOutboundBytes = l.OutboundBytes, int64(l.GlobalOutboundBytes)
 	o.OutboundBytesPerCredential = int64(l.OutboundBytesPerCredential)
 	o.OutboundBytesPerRun = int64(l.OutboundBytesPerRun)
+	o.GlobalInboundBytes = int64(l.GlobalInboundBytes)
 	o.RatePerCredential, o.BurstPerCredential = l.RatePerCredential, l.BurstPerCredential
 	if l.RatePerCredential == 0 {
 		o.RatePerCredential = -1 // the broker reads 0 as "its default"

@@ -16,6 +16,7 @@ var defaultLimits = Limits{
 	MaxWaitsPerConn: 16, MaxWaitsPerCredential: 64, MaxSubscriptionsPerCredential: 16, MaxReadsPerCredential: 2,
 	OutboundBytes: 4 << 20, GlobalOutboundBytes: 256 << 20, OutboundBytesPerCredential: 16 << 20, RatePerCredential: 5000,
 	BurstPerCredential: 5000, OutboundBytesPerRun: 64 << 20, RatePerRun: 20000, BurstPerRun: 20000,
+	GlobalInboundBytes: 64 << 20,
 }
 
 // TestLimitDefaultsAreTheBrokers: crewd's defaults are the broker's own, so a daemon without flags behaves as
@@ -29,6 +30,7 @@ func TestLimitDefaultsAreTheBrokers(t *testing.T) {
 	require.Equal(t, broker.DefaultMaxConns, o.MaxConns)
 	require.Equal(t, broker.DefaultIdleTimeout, o.IdleTimeout)
 	require.Equal(t, int64(broker.DefaultGlobalOutboundBytes), o.GlobalOutboundBytes)
+	require.Equal(t, int64(broker.DefaultGlobalInboundBytes), o.GlobalInboundBytes)
 	require.Equal(t, broker.DefaultOutboundBytesPerCredential(broker.DefaultGlobalOutboundBytes, broker.DefaultOutboundBytes),
 		o.OutboundBytesPerCredential)
 	require.Equal(t, broker.DefaultRatePerCredential, o.RatePerCredential)
@@ -45,7 +47,8 @@ func TestLimitFlags(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Limits{MaxConns: 100, MaxConnsPerCredential: 5, MaxConnsPerRun: 50, MaxPendingPerProcess: 7, MaxWaitsPerConn: 2,
 		MaxWaitsPerCredential: 3, MaxSubscriptionsPerCredential: 4, MaxReadsPerCredential: 3, OutboundBytes: 65536, GlobalOutboundBytes: 1 << 20,
-		OutboundBytesPerCredential: 65536, BurstPerCredential: 7, OutboundBytesPerRun: 1 << 18, BurstPerRun: 28}, c.Limits)
+		OutboundBytesPerCredential: 65536, BurstPerCredential: 7, OutboundBytesPerRun: 1 << 18, BurstPerRun: 28,
+		GlobalInboundBytes: 64 << 20}, c.Limits)
 	var o broker.Options
 	c.Limits.apply(&o)
 	require.Equal(t, 7, o.MaxPendingPerPeer)
@@ -62,6 +65,50 @@ func TestLimitFlags(t *testing.T) {
 	require.ErrorContains(t, err, "reserved-conns: 10 must be below max-conns 10")
 	require.ErrorContains(t, err, `idle-timeout: "soon" is not a duration`)
 	require.ErrorContains(t, err, "max-waits-per-conn: 0 is outside 1..")
+}
+
+// TestGlobalInboundBytes: the bytes all connections' readers hold in lines longer than the read-ahead, by flag or
+// config key, at least max-frame (a frame of the cap must be able to end), and anything else refused naming the
+// setting.
+func TestGlobalInboundBytes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want int
+	}{
+		{"default", nil, 64 << 20},
+		{"a flag", []string{"--global-inbound-bytes", "1048576"}, 1 << 20},
+		{"a config key", []string{"--config", writeFile(t, "i.json", `{"global-inbound-bytes": 2097152}`)}, 2 << 20},
+		{"one frame of a small cap", []string{"--max-frame", "65536", "--outbound-bytes", "65536",
+			"--global-inbound-bytes", "65536"}, 65536},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(tc.args, homeEnv)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, c.Limits.GlobalInboundBytes)
+			o := broker.Options{SocketPath: "/tmp/c.sock", ServerKey: make([]byte, broker.MinServerKeyLen),
+				MaxFrame: c.MaxFrame}
+			c.Limits.apply(&o)
+			require.Equal(t, int64(tc.want), o.GlobalInboundBytes)
+			require.NoError(t, o.Validate(), "the broker takes it")
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		err  string
+	}{
+		{"zero", []string{"--global-inbound-bytes", "0"}, "--global-inbound-bytes: 0 is outside 1024.."},
+		{"below a frame", []string{"--global-inbound-bytes", "262143"},
+			"--global-inbound-bytes: 262143 must be at least max-frame 262144"},
+		{"a config word", []string{"--config", writeFile(t, "iw.json", `{"global-inbound-bytes": "lots"}`)},
+			"global-inbound-bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(tc.args, homeEnv)
+			require.ErrorContains(t, err, tc.err)
+		})
+	}
 }
 
 // TestOutboundBytesPerCredential: one token's share of the outbound budget, by flag or config key: auto (a
