@@ -12,6 +12,13 @@ import (
 // it never ends: (MaxConns+AdminConns) × MaxFrame, over 1 GiB at the defaults, and indefinitely on a connection with
 // a subscription, which is never idle.
 //
+// NB: no deadline for ending a line begun. Memory is bounded by the budget alone, and a deadline would not free the
+// budget from a client that means to hold it: closed at the deadline, it dials again and sends another line, for
+// the pace of a hello and of a line's bytes, well within a credential's rate. Before its hello a connection's line
+// ends with the hello's deadline anyway. What a deadline cannot give, a share of the budget per credential or run
+// as the outbound budget has, this does not give either: the connections of one credential (or a run's workers)
+// can hold all of it, and the others' lines longer than the read-ahead then wait, and close, until they end theirs.
+//
 // Concurrency: every method is safe for concurrent use.
 type inboundBudget struct {
 	mu    sync.Mutex

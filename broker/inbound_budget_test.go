@@ -158,3 +158,18 @@ func TestInboundShareGivesBackOnce(t *testing.T) {
 		require.Zero(t, b.inUse())
 	}
 }
+
+// TestAHelloWaitsForInboundRoomNoLongerThanItsDeadline: before its hello, a connection's line waits for room in the
+// inbound budget no longer than the hello's deadline, however long the write timeout: it is a place of MaxConns that
+// anyone may take, held for HelloTimeout at most.
+func TestAHelloWaitsForInboundRoomNoLongerThanItsDeadline(t *testing.T) {
+	f := newFixture(t, fixtureOpts{opts: Options{GlobalInboundBytes: wire.DefaultMaxFrame,
+		HelloTimeout: 200 * time.Millisecond}, write: time.Hour})
+	f.srv.inBudget.take(wire.DefaultMaxFrame, nil, 0) // another's line holds all of it
+	defer f.srv.inBudget.release(wire.DefaultMaxFrame)
+	c := f.dial()
+	start := time.Now()
+	go c.nc.Write([]byte(`{"id":"h","method":"hello","params":{"token":"` + strings.Repeat("x", 10<<10)))
+	c.closed()
+	require.Less(t, time.Since(start), 5*time.Second)
+}
