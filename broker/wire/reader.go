@@ -148,9 +148,10 @@ func (r *Reader) line() ([]byte, error) {
 			r.start = 0
 		}
 		if r.end == len(r.buf) {
+			read := r.skipped + r.nspill + len(r.buf) // NB: before spillBytes, which may spill part of buf and fail
 			if !r.spillBytes(r.buf) {
 				// What the line took of the stream: the Reader stops here, as for a line over the cap.
-				r.last, r.skipped = r.skipped+r.nspill+len(r.buf), 0
+				r.last, r.skipped = read, 0
 				return nil, ErrNoRoom
 			}
 			r.start, r.end = 0, 0
