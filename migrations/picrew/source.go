@@ -68,8 +68,32 @@ func (n *flexInt) UnmarshalJSON(b []byte) error {
 	}
 	var f float64
 	err := json.Unmarshal(b, &f)
-	*n = flexInt(int64(f))
+	// NB: a float outside int64 converts to what the platform makes of it (MinInt64 on amd64); held at the bound it
+	// passed, it is outside every range crewlog checks it against on every platform.
+	switch {
+	case f >= math.MaxInt64:
+		*n = math.MaxInt64
+	case f < math.MinInt64:
+		*n = math.MinInt64
+	default:
+		*n = flexInt(int64(f))
+	}
 	return err
+}
+
+// budgetTotalWritten is the budgetTotal of manifest b as it is written, for a report: a string's text, a number's
+// digits. NB: decoded as the manifest's field is (the same name, the last of several), but not as a number: flexInt
+// holds one outside int64 at its bound, which the report would quote as the budget.
+func budgetTotalWritten(b []byte) string {
+	var m struct {
+		BudgetTotal json.RawMessage `json:"budgetTotal"`
+	}
+	_ = json.Unmarshal(b, &m)
+	var s string
+	if json.Unmarshal(m.BudgetTotal, &s) == nil {
+		return clip(s)
+	}
+	return clip(string(m.BudgetTotal))
 }
 
 // manifest is the part of TeamRunManifest (D§2.1) the import keeps.
@@ -449,7 +473,7 @@ func (s *source) parseManifest(id, rel string, b []byte) (m manifest, err error)
 		return m, err
 	}
 	s.reportTimes(id, rel, 0, 0, "", "", &m)
-	s.boundBudget(id, rel, &m)
+	s.boundBudget(id, rel, b, &m)
 	if !ownArtifacts(id, m.ArtifactsRoot) {
 		s.skip(id, rel, 0, 0, "artifactsRoot names another directory than the run's own: ignored, steering files "+
 			"are read from artifacts/%s", id)
@@ -460,11 +484,12 @@ func (s *source) parseManifest(id, rel string, b []byte) (m manifest, err error)
 // boundBudget takes a budget field of m that crewlog's own run.create refuses as absent, and reports it: a
 // budgetTotal outside 0..events.MaxBudgetTotal (events.BudgetTotalOK: a JavaScript reader reads a larger one as
 // another number, and a run's tasks' tokensGranted are seeded from it), a budgetWarning or budgetAbort outside [0,1]
-// (events.BudgetFractionOK: a threshold no report reaches, or one every report does).
-func (s *source) boundBudget(id, rel string, m *manifest) {
+// (events.BudgetFractionOK: a threshold no report reaches, or one every report does). b is the manifest, whose
+// budgetTotal a report quotes as written (budgetTotalWritten).
+func (s *source) boundBudget(id, rel string, b []byte, m *manifest) {
 	if !events.BudgetTotalOK(int64(m.BudgetTotal)) {
-		s.skip(id, rel, 0, 0, "budgetTotal %d is not 0..%d (crewlog's run.create): taken as absent",
-			int64(m.BudgetTotal), int64(events.MaxBudgetTotal))
+		s.skip(id, rel, 0, 0, "budgetTotal %s is not 0..%d (crewlog's run.create): taken as absent",
+			budgetTotalWritten(b), int64(events.MaxBudgetTotal))
 		m.BudgetTotal = 0
 	}
 	for _, f := range []struct {
