@@ -64,7 +64,10 @@
 //     manifest.json, tasks.json and delivery.json are read whole up to
 //     16 MiB each (maxWholeFile: pi-crew rewrites them whole at every
 //     change, and a real run keeps them far smaller), once per change; a
-//     larger one is reported and not read the same way.
+//     larger one is reported and not read the same way. Of delivery.json
+//     the states of the first 10,000 message ids it names are kept
+//     (maxDeliveryStates, pi-crew's own bound), the others reported and
+//     their messages' states taken from their mailbox lines.
 //     A run's directories are written by its workers too: below
 //     state/runs and artifacts every directory of a path is opened
 //     relative to the one opened before it, without following a link

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"maps"
 	"math"
 	"os"
 	"path"
@@ -433,36 +432,6 @@ func (s *source) readRun(id, dir string) *run {
 		return nil
 	}
 	return r
-}
-
-// deliveryUnreadable is the report of a delivery.json that cannot be read or
-// decoded (its error the argument).
-const deliveryUnreadable = "delivery state unreadable, message statuses taken from the mailbox lines: %v"
-
-// parseDelivery decodes delivery.json (rel) of run id; one that does not
-// is reported and ok is false.
-func (s *source) parseDelivery(id, rel string, b []byte) (states map[string]string, ok bool) {
-	var d struct {
-		Messages map[string]json.RawMessage `json:"messages"`
-	}
-	if err := json.Unmarshal(b, &d); err != nil {
-		s.skip(id, rel, 0, 0, deliveryUnreadable, err)
-		return nil, false
-	}
-	states = make(map[string]string, len(d.Messages))
-	for _, msgID := range slices.Sorted(maps.Keys(d.Messages)) {
-		// NB: each state on its own: one value that is not a string made the whole file undecodable, and every
-		// message's state was taken from its line, which keeps "queued" after an acknowledgement.
-		var st string
-		if err := json.Unmarshal(d.Messages[msgID], &st); err != nil {
-			s.skip(id, rel, 0, 0,
-				"message %s: its delivery state is not a string: left out, its state taken from its mailbox line",
-				clip(msgID))
-			continue
-		}
-		states[msgID] = st
-	}
-	return states, true
 }
 
 // parseManifest decodes the manifest rel of run id, reporting its damaged

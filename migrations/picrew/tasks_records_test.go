@@ -86,6 +86,18 @@ func TestATasksFileOfManyRecordsIsReadInLittleMemory(t *testing.T) {
 	}
 }
 
+// addTestdataSeeds adds to f each file at path (its elements) under a run of the test root, testdata/root.
+func addTestdataSeeds(f *testing.F, path ...string) {
+	files, err := filepath.Glob(filepath.Join(append([]string{"testdata", "root", "state", "runs", "*"}, path...)...))
+	require.NoError(f, err)
+	require.NotEmpty(f, files)
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		require.NoError(f, err)
+		f.Add(b)
+	}
+}
+
 // taskRecordsReference is what taskRecords replaced: every record of tasks.json b, in either form, decoded at once
 // as raw bytes, each then decoded alone.
 func taskRecordsReference(b []byte) ([]json.RawMessage, error) {
@@ -113,13 +125,7 @@ func FuzzTaskRecordsAgreeWithReference(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	files, err := filepath.Glob(filepath.Join("testdata", "root", "state", "runs", "*", "tasks.json"))
-	require.NoError(f, err)
-	for _, p := range files {
-		b, err := os.ReadFile(p)
-		require.NoError(f, err)
-		f.Add(b)
-	}
+	addTestdataSeeds(f, "tasks.json")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		want, wantErr := taskRecordsReference(b)
 		records, err := taskRecords(b)
