@@ -68,6 +68,9 @@
 //     the states of the first 10,000 message ids it names are kept
 //     (maxDeliveryStates, pi-crew's own bound), the others reported and
 //     their messages' states taken from their mailbox lines.
+//     Of a run's event-log archives, its mailbox files and its steering
+//     files, the first 2,048 of each kind in the order they are read
+//     (maxRunFiles) are read, the others reported and not read.
 //     A run's directories are written by its workers too: below
 //     state/runs and artifacts every directory of a path is opened
 //     relative to the one opened before it, without following a link

@@ -660,12 +660,14 @@ func (f *Follower) listFiles(r *runFollower, report bool) (out []listed, complet
 			skip(p, classify(name, "unknown file: not imported"))
 		}
 	}
+	out = firstRunFiles(out, "event-log archives", func(reason string) { skip(r.dir, reason) })
 	out = append(append(out, live...), mail...)
 	dir, steering, bad, err := s.steeringEntries(r.id)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		complete = complete && !readFailed(err)
 		skip(bad, "steering files not read: "+err.Error())
 	}
+	var steers []listed
 	for _, e := range steering {
 		p := filepath.Join(dir, e.Name())
 		taskID, ok := strings.CutSuffix(e.Name(), ".jsonl")
@@ -679,9 +681,9 @@ func (f *Follower) listFiles(r *runFollower, report bool) (out []listed, complet
 			skip(p, reservedTaskFile("steering file", taskID))
 			continue
 		}
-		out = append(out, listed{path: p, kind: steeringFile, taskID: taskID})
+		steers = append(steers, listed{path: p, kind: steeringFile, taskID: taskID})
 	}
-	return out, complete
+	return append(out, firstRunFiles(steers, "steering files", func(reason string) { skip(dir, reason) })...), complete
 }
 
 // isTemp reports a temporary file of an atomic write in progress: it is

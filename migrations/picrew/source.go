@@ -397,7 +397,7 @@ func (s *source) readRun(id, dir string) *run {
 		s.unreadable(id, tp, err, tasksNotReadReason(err))
 	}
 
-	var eventFiles, mailFiles []string
+	var eventFiles, archives, mailFiles []string
 	entries, err := readDir(s.files(), dir)
 	if err != nil {
 		s.unreadable(id, dir, pathless(err), "unreadable: %v")
@@ -406,15 +406,19 @@ func (s *source) readRun(id, dir string) *run {
 		name, p := e.Name(), filepath.Join(dir, e.Name())
 		switch {
 		case name == "manifest.json" || name == "tasks.json":
-		case name == "events.jsonl" || (strings.HasPrefix(name, "events.jsonl.") && strings.HasSuffix(name,
-			".archive.jsonl")):
+		case name == "events.jsonl":
 			eventFiles = append(eventFiles, p)
+		case strings.HasPrefix(name, "events.jsonl.") && strings.HasSuffix(name, ".archive.jsonl"):
+			archives = append(archives, p)
 		case name == "mailbox" && e.IsDir():
 			mailFiles, _ = s.mailboxFiles(id, p)
 		default:
 			s.skip(id, s.rel(p), 0, 0, "%s", classify(name, "unknown file: not imported"))
 		}
 	}
+	eventFiles = append(eventFiles, firstRunFiles(archives, "event-log archives", func(reason string) {
+		s.skip(id, s.rel(dir), 0, 0, "%s", reason)
+	})...)
 	r.events = s.readEvents(id, eventFiles)
 	r.messages = s.readMessages(id, mailFiles)
 	dp := filepath.Join(dir, "mailbox", "delivery.json")
@@ -814,7 +818,8 @@ func (s *source) mailboxFiles(id, dir string) (out []string, complete bool) {
 		}
 	}
 	slices.SortFunc(out, func(a, b string) int { return strings.Compare(mailboxOrder(a), mailboxOrder(b)) })
-	return out, complete
+	return firstRunFiles(out, "mailbox files", func(reason string) { s.skip(id, s.rel(dir), 0, 0, "%s", reason) }),
+		complete
 }
 
 // reservedTaskFile is the report of a task mailbox directory or a steering file (what) named for taskID, a word no
@@ -995,7 +1000,7 @@ func (s *source) readSteers(id string) []steer {
 		}
 		return nil
 	}
-	var out []steer
+	var files []string
 	for _, e := range entries {
 		p := filepath.Join(dir, e.Name())
 		taskID, ok := strings.CutSuffix(e.Name(), ".jsonl")
@@ -1007,6 +1012,13 @@ func (s *source) readSteers(id string) []steer {
 			s.skip(id, s.rel(p), 0, 0, "%s", reservedTaskFile("steering file", taskID))
 			continue
 		}
+		files = append(files, p)
+	}
+	var out []steer
+	for _, p := range firstRunFiles(files, "steering files", func(reason string) {
+		s.skip(id, s.rel(dir), 0, 0, "%s", reason)
+	}) {
+		taskID := strings.TrimSuffix(filepath.Base(p), ".jsonl")
 		s.readLines(id, p, func(line int, b []byte) {
 			if st, ok := s.parseSteer(id, s.rel(p), taskID, line, b); ok {
 				out = append(out, st)
