@@ -973,6 +973,18 @@ func (f *Follower) planLine(r *runFollower, t *tailState, l line, read int64, re
 		if r.steers[key] {
 			return true
 		}
+		if !replay && p.tasks[st.taskID] == nil {
+			// NB: the steer of a task tasks.json lacks is skipped (steer), and pi-crew adds a task before it steers
+			// it: read again, as for an event line naming a task the tasks read lack, and waiting while tasks.json
+			// cannot be read.
+			if !r.tasksReread {
+				r.tasksReread = true
+				f.readTasks(r)
+			}
+			if r.tasksFailed && p.tasks[st.taskID] == nil {
+				return false
+			}
+		}
 		if st.ID != "" && !p.msgIDs[st.ID] && !replay {
 			// pi-crew's broker appends the steer's mailbox message first: a steering line whose message is not read
 			// yet waits until each mailbox file of the run has been read to its end in a pass after the one that

@@ -897,7 +897,8 @@ func (p *planner) steering() {
 // planned (the same id twice in the file, or a line whose id is the one
 // derived for a legacy line) is reported and left out: its write would
 // carry the first one's command id; so is a line of an id no message of
-// crewlog's has (events.ImportedIDOK).
+// crewlog's has (events.ImportedIDOK), and one of a file named for a task
+// tasks.json lacks.
 func (p *planner) steer(st steer) {
 	id := st.ID
 	if id == "" {
@@ -918,6 +919,14 @@ func (p *planner) steer(st steer) {
 		p.s.skip(p.r.id, st.rel, st.line, 0,
 			"steer %s of task %s: its id is longer than %s, as no id crewlog records: skipped", clip(id), st.taskID,
 			importedIDBound)
+		return
+	}
+	if p.tasks[st.taskID] == nil {
+		// NB: pi-crew's broker steers a task it found in tasks.json, as crewlog's steer.push refuses a task the run
+		// does not have (no-task): recorded, the steer.pushed and its message named a task the run does not have.
+		// Skipped as an event line naming no task of tasks.json is.
+		p.s.skip(p.r.id, st.rel, st.line, 0, "steer %s names task %q, not a task of tasks.json: skipped", clip(id),
+			clip(st.taskID))
 		return
 	}
 	if to, ok := p.mailboxOf(id); ok && to != st.taskID {

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/migrations/picrew/picrewtest"
 )
 
 // TestATasksFileNotReadLeavesTheRunWithoutTasks: a run's tasks come from its tasks.json only (a task.created line is
@@ -71,24 +73,33 @@ func TestATasksFileNotReadLeavesTheRunWithoutTasks(t *testing.T) {
 // tasks: every line naming a task that it read until tasks.json could be read was skipped for good, as naming no task
 // of tasks.json, where the one-shot import of the same files, which does not import a run it cannot read whole,
 // records it once it can. A line naming a task the tasks read lack waits, with the lines after it, while tasks.json
-// cannot be read, and is read once it can.
+// cannot be read, and is read once it can. So does a steering line of a task the tasks read lack, which is skipped
+// (TestASteeringFileOfNoTaskIsSkipped): every steer of the run was lost.
 func TestFollowerStartingWhileTasksCannotBeReadHoldsTheTaskLines(t *testing.T) {
-	for _, how := range []readFailure{openFails, readFails} {
-		t.Run(string(how), func(t *testing.T) {
-			root, r := runningPlanRun(t)
+	for what, write := range map[string]func(r *picrewtest.Run) error{
+		"an event line": func(r *picrewtest.Run) error {
 			_, err := r.Event("task.started", "01_plan", nil)
-			require.NoError(t, err)
-			heal := failReads(t, root.Dir, how, syscall.EIO, "state/runs/"+runA+"/tasks.json")
-			sink := newMemSink()
-			_, pass, reported := stepFollower(t, root.Dir, sink)
-			pass()
-			pass()
-			require.Contains(t, reasonsFor(*reported, "state/runs/"+runA+"/tasks.json"), "tasks unreadable: "+
-				syscall.EIO.Error())
-			heal()
-			pass()
-			pass()
-			requireCopy(t, root.Dir, sink, copyOf{live: true})
-		})
+			return err
+		},
+		"a steering line": func(r *picrewtest.Run) error { return r.Steer("01_plan", "look again") },
+	} {
+		for _, how := range []readFailure{openFails, readFails} {
+			t.Run(what+", "+string(how), func(t *testing.T) {
+				root, r := runningPlanRun(t)
+				require.NoError(t, write(r))
+				heal := failReads(t, root.Dir, how, syscall.EIO, "state/runs/"+runA+"/tasks.json")
+				sink := newMemSink()
+				_, pass, reported := stepFollower(t, root.Dir, sink)
+				for range 3 {
+					pass()
+				}
+				require.Contains(t, reasonsFor(*reported, "state/runs/"+runA+"/tasks.json"), "tasks unreadable: "+
+					syscall.EIO.Error())
+				heal()
+				pass()
+				pass()
+				requireCopy(t, root.Dir, sink, copyOf{live: true})
+			})
+		}
 	}
 }
