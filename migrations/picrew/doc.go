@@ -205,7 +205,14 @@
 //     crewd's import.append refuses it; the store's task and delegate
 //     events are read once for it, at the import's first admission not
 //     recorded already.
-//   - A run's writes commit in one atomic append.
+//   - A run's writes commit in one atomic append. NB: so the import holds
+//     the run it imports whole (its events, messages with their bodies,
+//     steers and the writes planned from them): its memory follows the
+//     size of the largest run's JSONL files, bounded per line (maxLine),
+//     per whole file (maxWholeFile) and per count of files (maxRunFiles),
+//     not in total, which a run's workers decide. A Follower reads
+//     maxTailRead of a file a pass and holds maxPending writes of a run,
+//     though its planner keeps the ids of a live run's records.
 //
 // Import does not lock the pi-crew root (pi-crew must not be writing it)
 // and it needs the store exclusively (eventlog.Open's directory lock).
