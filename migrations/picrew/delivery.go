@@ -40,8 +40,8 @@ func (s *source) parseDelivery(id, rel string, b []byte) (states map[string]stri
 	}
 	if d.Messages.over {
 		s.skip(id, rel, 0, 0, "holds the states of more than %d messages (pi-crew keeps at most 10,000): those of "+
-			"the messages past the first %[1]d ids it names are left out, their states taken from their mailbox lines",
-			maxDeliveryStates)
+			"the messages past the first %[1]d ids it names are left out, their states taken from their mailbox "+
+			"lines", maxDeliveryStates)
 	}
 	states = make(map[string]string, len(d.Messages.states))
 	for _, msgID := range slices.Sorted(maps.Keys(d.Messages.states)) {

@@ -41,8 +41,8 @@ func TestADeliveryFileOfManyStatesIsReadInLittleMemory(t *testing.T) {
 			require.True(t, ok)
 			require.Less(t, peak, uint64(2*size), "the heap held %d bytes", peak)
 			require.Equal(t, fmt.Sprintf("holds the states of more than %d messages (pi-crew keeps at most 10,000): "+
-				"those of the messages past the first %[1]d ids it names are left out, their states taken from their "+
-				"mailbox lines", maxDeliveryStates), s.skipped[0].Reason)
+				"those of the messages past the first %[1]d ids it names are left out, their states taken from "+
+				"their mailbox lines", maxDeliveryStates), s.skipped[0].Reason)
 			if state != `"acknowledged"` {
 				require.Empty(t, states)
 				require.Len(t, s.skipped, maxReportsPerFile+1, "reports bounded")

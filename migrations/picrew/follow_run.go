@@ -683,7 +683,8 @@ func (f *Follower) listFiles(r *runFollower, report bool) (out []listed, complet
 		}
 		steers = append(steers, listed{path: p, kind: steeringFile, taskID: taskID})
 	}
-	return append(out, firstRunFiles(steers, "steering files", func(reason string) { skip(dir, reason) })...), complete
+	steers = firstRunFiles(steers, "steering files", func(reason string) { skip(dir, reason) })
+	return append(out, steers...), complete
 }
 
 // isTemp reports a temporary file of an atomic write in progress: it is
