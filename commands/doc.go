@@ -160,7 +160,9 @@
 //     is recorded, so the same CommandID retried later is decided then. The
 //     check runs in Submit, outside Decide, which stays pure. No snapshot is
 //     saved meanwhile, in the background or at Close (the reserve is the
-//     log's), so the start-up bound above may be passed until space is back.
+//     log's), so the start-up bound above may be passed until space is back;
+//     nor is a view of a cold run (tier.go: maybeSaveViews), which the
+//     first eviction pass once space is back writes.
 //   - With Request.MaxResultBytes, an accepted command whose result JSON
 //     would be longer is answered ErrResultTooLarge before its events are
 //     applied or written: nothing is recorded, so a caller that cannot

@@ -115,10 +115,17 @@ func (e *Engine) evictPass(now time.Time) (ids []string, madeCold int) {
 // runs are written by the next one, at the next eviction pass. A pass then
 // writes the missing views (writeMissingViews), unless a failed one has
 // them wait (missingViewsTurn). The writer calls it, at each eviction pass.
+//
+// No pass starts while the disk is below its free-space minimum (CheckSpace): the reserve is the log's, and a write
+// the full disk refuses fails the log stop, and crewd with it, though every command was refused. The views are
+// derived data: the runs queued meanwhile stay queued (beyond the queue's bounds, missing), and the first eviction
+// pass once space is back writes them.
 func (e *Engine) maybeSaveViews() {
 	store := e.cold
-	missing := store != nil && store.ViewsMissing() > 0 && e.missingViewsTurn()
-	starts := store != nil && (store.ViewsQueued() || missing) && e.savingViews.CompareAndSwap(false, true)
+	spaceLow := e.CheckSpace() != nil
+	missing := store != nil && !spaceLow && store.ViewsMissing() > 0 && e.missingViewsTurn()
+	starts := store != nil && !spaceLow && (store.ViewsQueued() || missing) &&
+		e.savingViews.CompareAndSwap(false, true)
 	if h := e.opts.hooks; h != nil && h.missingViewsDecided != nil {
 		h.missingViewsDecided(missing, starts && missing)
 	}
@@ -180,9 +187,11 @@ const missingViewsBatch = 16
 // after a change of the snapshot format, or a write failed), one run at a
 // time, so that the first query of a cold run reads a view instead of
 // re-folding the run. It stops when the engine closes (the next start goes
-// on: the snapshot keeps the set) and at the first error (a log that cannot
-// be read or written; the runs are re-folded when read meanwhile), after
-// which the next pass waits (putOffMissingViews). Once every view is
+// on: the snapshot keeps the set), once the disk is below its free-space
+// minimum (the first eviction pass once space is back goes on, as
+// maybeSaveViews starts none before) and at the first error (a log that
+// cannot be read or written; the runs are re-folded when read meanwhile),
+// after which the next pass waits (putOffMissingViews). Once every view is
 // written it takes a snapshot, so that a restart knows.
 func (e *Engine) writeMissingViews(store *projections.ColdStore) {
 	if store.ViewsMissing() == 0 {
@@ -196,6 +205,15 @@ func (e *Engine) writeMissingViews(store *projections.ColdStore) {
 			"again later", "run", run, "err", err, "retryAfterEvictionPasses", e.putOffMissingViews())
 	}
 	start, n := time.Now(), 0
+	spaceLow := func() bool {
+		// NB: not a failed pass: the next eviction pass once space is back goes on, with no wait.
+		err := e.CheckSpace()
+		if err != nil {
+			e.opts.Logger.Info("writing the missing views of cold runs waits for free disk space", "written", n,
+				"left", store.ViewsMissing(), "err", err)
+		}
+		return err != nil
+	}
 	after := "" // NB: each batch goes on after the last: a run added before it meanwhile waits for the next pass
 	for {
 		var batch []projections.MissingView
@@ -209,6 +227,9 @@ func (e *Engine) writeMissingViews(store *projections.ColdStore) {
 					store.ViewsMissing())
 				return
 			default:
+			}
+			if spaceLow() {
+				return
 			}
 			err := store.WriteMissingView(v)
 			if errors.Is(err, eventlog.ErrCorrupt) {
@@ -229,6 +250,9 @@ func (e *Engine) writeMissingViews(store *projections.ColdStore) {
 		}
 		if len(batch) == 0 {
 			break
+		}
+		if spaceLow() {
+			return
 		}
 		if _, err := store.SaveViews(); err != nil {
 			failed("", err)
