@@ -161,8 +161,10 @@
 //     check runs in Submit, outside Decide, which stays pure. No snapshot is
 //     saved meanwhile, in the background or at Close (the reserve is the
 //     log's), so the start-up bound above may be passed until space is back;
-//     nor is a view of a cold run (tier.go: maybeSaveViews), which the
-//     first eviction pass once space is back writes.
+//     nor is a view of a cold run or its summary in the index, whether an
+//     eviction pass, a read back or the pass of the missing views writes it
+//     (tier.go: maybeSaveViews, projections.ColdStore.HoldWritesWhile): the
+//     first eviction pass once space is back writes them.
 //   - With Request.MaxResultBytes, an accepted command whose result JSON
 //     would be longer is answered ErrResultTooLarge before its events are
 //     applied or written: nothing is recorded, so a caller that cannot

@@ -360,6 +360,9 @@ func Open(l *eventlog.Log, opts Options) (*Engine, error) {
 		cold: s.ColdStore(), times: times,
 	}
 	e.lastSnapRecords.Store(info.SnapshotRecords)
+	// NB: no view of a cold run, nor summary, is written while the disk is below its minimum, whatever writes it: an
+	// eviction pass, a read back of a cold run (a query), a pass of the missing views.
+	e.cold.HoldWritesWhile(e.CheckSpace)
 	e.stager, e.depth, e.early, e.mayLinger = stagerFor(o.Committer, l)
 	e.checker, _ = o.Committer.(WriteChecker)
 	e.confirmer, _ = o.Committer.(HeadConfirmer)

@@ -205,14 +205,16 @@ func (e *Engine) writeMissingViews(store *projections.ColdStore) {
 			"again later", "run", run, "err", err, "retryAfterEvictionPasses", e.putOffMissingViews())
 	}
 	start, n := time.Now(), 0
-	spaceLow := func() bool {
-		// NB: not a failed pass: the next eviction pass once space is back goes on, with no wait.
-		err := e.CheckSpace()
-		if err != nil {
-			e.opts.Logger.Info("writing the missing views of cold runs waits for free disk space", "written", n,
-				"left", store.ViewsMissing(), "err", err)
+	// waitsForSpace reports whether err, the engine's CheckSpace or a write the store held back for it
+	// (HoldWritesWhile), says the disk is below its free-space minimum, and logs it: not a failed pass, so the first
+	// eviction pass once space is back goes on, with no wait.
+	waitsForSpace := func(err error) bool {
+		if !errors.Is(err, ErrNoSpace) {
+			return false
 		}
-		return err != nil
+		e.opts.Logger.Info("writing the missing views of cold runs waits for free disk space", "written", n, "left",
+			store.ViewsMissing(), "err", err)
+		return true
 	}
 	after := "" // NB: each batch goes on after the last: a run added before it meanwhile waits for the next pass
 	for {
@@ -228,10 +230,13 @@ func (e *Engine) writeMissingViews(store *projections.ColdStore) {
 				return
 			default:
 			}
-			if spaceLow() {
+			if waitsForSpace(e.CheckSpace()) { // NB: before the run is re-folded for nothing
 				return
 			}
 			err := store.WriteMissingView(v)
+			if waitsForSpace(err) {
+				return
+			}
 			if errors.Is(err, eventlog.ErrCorrupt) {
 				// NB: the run left the set: the others after it are written all the same.
 				e.opts.Logger.Warn("the view of a cold run its log does not give back is not written", "run",
@@ -251,11 +256,10 @@ func (e *Engine) writeMissingViews(store *projections.ColdStore) {
 		if len(batch) == 0 {
 			break
 		}
-		if spaceLow() {
-			return
-		}
 		if _, err := store.SaveViews(); err != nil {
-			failed("", err)
+			if !waitsForSpace(err) {
+				failed("", err)
+			}
 			return
 		}
 	}

@@ -181,6 +181,9 @@ func (c *ColdStore) SaveViews() (int, error) {
 }
 
 func (c *ColdStore) saveView(id string, last uint64, r *runState) error {
+	if err := c.roomToWrite(); err != nil {
+		return fmt.Errorf("projections: the view of run %s waits for room: %w", id, err)
+	}
 	b, err := encodeRunView(r)
 	if err != nil {
 		return err

@@ -250,10 +250,20 @@ func (c *ColdStore) failed(id string, err error) {
 // A passing failure (a read error of the index) holds at most the runs
 // that went cold until the next pass that succeeds. Each failure is
 // counted (IndexWriteErrors) and reported (ReportIndexErrors).
+//
+// While the store holds its writes back (HoldWritesWhile: the disk below
+// its free-space minimum) none is written and none fails: they stay in
+// memory as above, until the first pass once there is room. What bounds
+// that memory: the engine accepts no command meanwhile, so the runs that
+// go cold are those hot already (on a copy of a cluster's log, those the
+// writer ends meanwhile too, whose events the copy writes all the same).
 func (s *State) flushSummaries() error {
 	c := s.store
 	if c == nil || !c.index || c.log == nil || len(s.cold) == 0 {
 		return nil
+	}
+	if c.roomToWrite() != nil {
+		return nil // NB: held back, not failed (HoldWritesWhile): the next pass with room writes them
 	}
 	ids := make([]string, 0, len(s.cold))
 	for id := range s.cold {

@@ -85,6 +85,9 @@ type ColdStore struct {
 	indexErrors atomic.Int64
 	reportIndex func(inMemory int, err error)
 
+	// room, when set, is asked before each view or summary is written (HoldWritesWhile).
+	room func() error
+
 	summaries summaryCache // decoded summaries of the index (runindex.go)
 
 	// Views (coldview.go): saveViews is set before the store is shared;
@@ -130,6 +133,22 @@ func NewColdStore(l *eventlog.Log, cache int) *ColdStore {
 // where it happens, whichever request met it). Call it before c is shared;
 // report must be safe for concurrent use.
 func (c *ColdStore) ReportErrors(report func(run string, err error)) { c.report = report }
+
+// HoldWritesWhile makes c write nothing, no view of a cold run and no summary to the index, while room returns an
+// error: the disk is below its free-space minimum, whose reserve is the log's (a write the full disk refuses fails
+// the log stop). Both are derived data, so nothing waits for them: a view held back is missing (WriteMissingView, or
+// the next read back, writes it), and the summaries stay in memory, where their runs are answered from, until an
+// EvictAll writes them once there is room. room must be cheap and safe for concurrent use; a view's write answers its
+// error. Call it before c is shared.
+func (c *ColdStore) HoldWritesWhile(room func() error) { c.room = room }
+
+// roomToWrite is the error of the check HoldWritesWhile set, nil when there is room or no check.
+func (c *ColdStore) roomToWrite() error {
+	if c.room == nil {
+		return nil
+	}
+	return c.room()
+}
 
 // Refolds is how many times c has read a run back from the log, from its
 // view or by a re-fold (a cache hit is not one): what a read of a cold run
