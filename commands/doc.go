@@ -158,13 +158,15 @@
 //   - With Options.Space, a command submitted while the disk is below its
 //     free-space minimum is answered ErrNoSpace before it is decided: nothing
 //     is recorded, so the same CommandID retried later is decided then. The
-//     check runs in Submit, outside Decide, which stays pure. No snapshot is
-//     saved meanwhile, in the background or at Close (the reserve is the
-//     log's), so the start-up bound above may be passed until space is back;
-//     nor is a view of a cold run or its summary in the index, whether an
-//     eviction pass, a read back or the pass of the missing views writes it
-//     (tier.go: maybeSaveViews, projections.ColdStore.HoldWritesWhile): the
-//     first eviction pass once space is back writes them.
+//     check runs in Submit, outside Decide, which stays pure. The engine's own
+//     expiries are refused alike (Tick): the next tick once space is back
+//     expires them. No snapshot is saved meanwhile, in the background or at
+//     Close (the reserve is the log's), so the start-up bound above may be
+//     passed until space is back; nor is a view of a cold run or its summary
+//     in the index, whether an eviction pass, a read back or the pass of the
+//     missing views writes it (tier.go: maybeSaveViews,
+//     projections.ColdStore.HoldWritesWhile): the first eviction pass once
+//     space is back writes them.
 //   - With Request.MaxResultBytes, an accepted command whose result JSON
 //     would be longer is answered ErrResultTooLarge before its events are
 //     applied or written: nothing is recorded, so a caller that cannot

@@ -52,9 +52,11 @@ var (
 	ErrUnavailable = errors.New("commands: no writer answered; retry with the same command id")
 )
 
-// SpaceGuard is asked before every command is queued. CheckSpace returns an
-// error while the store's disk is too full to take more writes; it must be
-// cheap (it runs on the caller's goroutine for every Submit).
+// SpaceGuard is asked before every command is queued, and before every
+// other write the engine makes (a snapshot, a view or a summary of a cold
+// run). CheckSpace returns an error while the store's disk is too full to
+// take more writes; it must be cheap (it runs on the caller's goroutine for
+// every Submit) and safe for concurrent use.
 type SpaceGuard interface {
 	CheckSpace() error
 }

@@ -300,6 +300,30 @@ func TestEngineRefusesWritesWhileSpaceIsLow(t *testing.T) {
 	require.Greater(t, e.Head(), before)
 }
 
+// The engine's own commands are refused like its clients' while the disk is below its free-space minimum: a tick
+// expires nothing and writes nothing, though a delegation is overdue, and the first tick once space is back expires
+// it. Why not let the expiries into the reserve: it is the log's alone, and the slot an expiry gives back serves no
+// command while every command is refused.
+func TestTheClockExpiresNothingWhileSpaceIsLow(t *testing.T) {
+	clock, guard := newTestClock(), &spaceGuard{}
+	f := openEngineWith(t, vfs.NewMem(), clock, Options{Space: guard})
+	f.seedRun("R", 0)
+	r, err := f.eng.Submit(context.Background(), Request{Actor: worker("02_exec"),
+		Command: &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "p", TimeoutSec: ptr(5.0)}})
+	require.NoError(t, err)
+	require.Nil(t, r.Rejected)
+
+	clock.Advance(60_000_000_000) // a minute, past 5 s + 30 s grace
+	guard.low.Store(true)
+	before := f.eng.Head()
+	require.Zero(t, f.eng.Tick(context.Background()))
+	require.Equal(t, before, f.eng.Head(), "an expiry was written while space was low")
+	require.NoError(t, f.eng.Err())
+
+	guard.low.Store(false)
+	require.Equal(t, 1, f.eng.Tick(context.Background()), "the first tick once space is back")
+}
+
 // A result larger than its caller can carry is refused before anything is
 // applied or recorded: the caller answers its client an error, and must not
 // have committed a change (a run, a credential) its client never hears of.
