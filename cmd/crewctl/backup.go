@@ -430,8 +430,13 @@ func (a *app) finishCopy(out backupOutput, store, label string) error {
 	}
 	out.Verify = v
 	// NB: the head named is the copy's: crewd answers an online checkpoint with its head when the checkpoint began,
-	// and the copy holds what it committed until the copy was taken too. Never lowered: a copy short of crewd's
-	// answer shows as such beside it.
+	// and the copy holds what it committed until the copy was taken too. A copy short of the head its source named
+	// (crewd's answer, the store's head when an offline backup began, the backup's verified head) lacks events that
+	// were acknowledged: it is no backup, whatever its verification says.
+	if v.OK && v.Head < out.Head {
+		return found(fmt.Sprintf("the copy's head %d is below head %d, %s: acknowledged events are missing from it",
+			v.Head, out.Head, headSource(out)))
+	}
 	if v.Corrupt == nil && v.Head > out.Head {
 		out.Head = v.Head
 	}
@@ -456,6 +461,14 @@ func (a *app) finishCopy(out backupOutput, store, label string) error {
 		return found("the copy failed verification")
 	}
 	return nil
+}
+
+// headSource names where the head a copy must reach came from.
+func headSource(out backupOutput) string {
+	if out.Online {
+		return "which crewd answered for its checkpoint"
+	}
+	return "which " + out.From + " had when the copy began"
 }
 
 // copyDir copies the regular files of a store directory (Pebble keeps no

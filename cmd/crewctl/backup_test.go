@@ -443,11 +443,12 @@ func TestBackupSyncsTheParentsItMade(t *testing.T) {
 }
 
 // committingCheckpoint is a crewd that commits while it writes its checkpoint: it answers the head it read when the
-// checkpoint began, behind by the events committed since, which the copy holds too.
+// checkpoint began, behind by the events committed since, which the copy holds too; or, ahead, a head the copy does not
+// reach, as a copy that lost acknowledged events.
 type committingCheckpoint struct {
 	Broker
-	l      *eventlog.Log
-	behind uint64
+	l             *eventlog.Log
+	behind, ahead uint64
 }
 
 func (c committingCheckpoint) Call(_ context.Context, method string, params, result any) error {
@@ -459,11 +460,26 @@ func (c committingCheckpoint) Call(_ context.Context, method string, params, res
 		return err
 	}
 	head, _ := c.l.Head()
-	*result.(*checkpointResult) = checkpointResult{Dir: dir, Head: head - c.behind}
+	*result.(*checkpointResult) = checkpointResult{Dir: dir, Head: head - c.behind + c.ahead}
 	return nil
 }
 
 func (committingCheckpoint) Close() error { return nil }
+
+// committingCrewd is a data directory holding a scenario's store at head, and a dialer that reaches crewd as c (its
+// log that store's), through the admin token in tokenFile.
+func committingCrewd(t *testing.T, c committingCheckpoint) (data string, head uint64, dial dialer, tokenFile string) {
+	data = t.TempDir()
+	head = audittest.Scenario(t, filepath.Join(data, storeDir))
+	l, err := eventlog.Open(filepath.Join(data, storeDir), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	c.l = l
+	dial = func(context.Context, string, string) (Broker, error) { return c, nil }
+	tokenFile = filepath.Join(t.TempDir(), "admin.token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte("tok\n"), 0o600))
+	return data, head, dial, tokenFile
+}
 
 // TestBackupWhileCrewdCommitsNamesTheCopysHead: crewd answers an online checkpoint with its head when the checkpoint
 // began, and the copy holds every event committed until it was taken too. backup said it copied the store "at head"
@@ -471,17 +487,7 @@ func (committingCheckpoint) Close() error { return nil }
 // 12 events, under load): it names the copy's head, in text and in --json's head, as restore and an offline backup
 // do.
 func TestBackupWhileCrewdCommitsNamesTheCopysHead(t *testing.T) {
-	const behind = 5
-	data := t.TempDir()
-	head := audittest.Scenario(t, filepath.Join(data, storeDir))
-	l, err := eventlog.Open(filepath.Join(data, storeDir), nil)
-	require.NoError(t, err)
-	defer l.Close()
-	crewd := func(context.Context, string, string) (Broker, error) {
-		return committingCheckpoint{l: l, behind: behind}, nil
-	}
-	tokenFile := filepath.Join(t.TempDir(), "admin.token")
-	require.NoError(t, os.WriteFile(tokenFile, []byte("tok\n"), 0o600))
+	data, head, crewd, tokenFile := committingCrewd(t, committingCheckpoint{behind: 5})
 
 	dest := filepath.Join(t.TempDir(), "backup")
 	r := crewctl(t, crewd, "backup", dest, "--data", data, "--token-file", tokenFile)
@@ -496,4 +502,19 @@ func TestBackupWhileCrewdCommitsNamesTheCopysHead(t *testing.T) {
 	require.True(t, out.Online)
 	require.Equal(t, head, out.Verify.Head)
 	require.Equal(t, head, out.Head)
+}
+
+// TestBackupShortOfCrewdsHeadFails: crewd answers an online checkpoint with its head when the checkpoint began, every
+// event of which it had acknowledged, so a copy whose head is below that lacks acknowledged events. backup printed
+// both heads and exited 0, reporting as a backup a copy that had lost what crewd acknowledged. It fails, naming both.
+func TestBackupShortOfCrewdsHeadFails(t *testing.T) {
+	const ahead = 3
+	data, head, crewd, tokenFile := committingCrewd(t, committingCheckpoint{ahead: ahead})
+	for _, args := range [][]string{nil, {"--json"}} {
+		dest := filepath.Join(t.TempDir(), "backup")
+		r := crewctl(t, crewd, append([]string{"backup", dest, "--data", data, "--token-file", tokenFile}, args...)...)
+		require.Equal(t, exitProblem, r.code, r.out+r.err)
+		require.Contains(t, r.err, fmt.Sprintf("head %d", head), "the copy's head")
+		require.Contains(t, r.err, fmt.Sprintf("head %d", head+ahead), "crewd's")
+	}
 }
