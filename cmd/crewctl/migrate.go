@@ -20,7 +20,7 @@ type migrateOutput struct {
 }
 
 func (a *app) migrateCmd() *cobra.Command {
-	var dryRun bool
+	var dryRun, allowDamaged bool
 	c := &cobra.Command{
 		Use:   "migrate",
 		Short: "Bring the store up to this build's format (backup first)",
@@ -39,15 +39,23 @@ idempotent and commits its format marker with its last write, so an
 interrupted migrate is finished by running it again. --dry-run lists the
 pending steps and writes nothing.
 
+migrate first verifies the store as 'crewctl verify' does, and refuses one
+that is damaged (a record that fails its checksum, a broken hash chain, a
+missing record), naming the damage and writing nothing: its steps would be
+chained onto records no writer wrote there. --allow-damaged migrates such a
+store all the same (backup first); verify still reports the damage after.
+
 The store must not be held by a running crewd: stop it first.`,
 		Args: args(0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error { return a.migrate(cmd.Context(), dryRun) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.migrate(cmd.Context(), dryRun, allowDamaged) },
 	}
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "list the pending steps without running them")
+	c.Flags().BoolVar(&allowDamaged, "allow-damaged", false,
+		"migrate a store that verify finds damaged, rather than refuse it (backup first)")
 	return c
 }
 
-func (a *app) migrate(ctx context.Context, dryRun bool) error {
+func (a *app) migrate(ctx context.Context, dryRun, allowDamaged bool) error {
 	store := storePath(a.dataDir)
 	// Read-only first: it tells a missing, locked, damaged or too new store
 	// apart without writing, and is all a dry run needs.
@@ -64,13 +72,23 @@ func (a *app) migrate(ctx context.Context, dryRun bool) error {
 		return a.printMigrate(migrateOutput{Report: rep})
 	}
 	format, err := ro.Format()
-	ro.Close()
 	if err != nil {
+		ro.Close()
 		return problemf("migrate: %v", err)
 	}
 	if format == eventlog.CurrentFormat {
+		ro.Close()
 		return a.printMigrate(migrateOutput{Report: migrations.Report{From: format, To: format,
 			Applied: []migrations.Applied{}}})
+	}
+	// NB: verified read-only, a damaged store is refused with nothing written (a writable open flushes the WAL); no
+	// crewd writes meanwhile, as crewd refuses a store at an older format.
+	if !allowDamaged {
+		err = a.refuseDamaged(ro, store)
+	}
+	ro.Close()
+	if err != nil {
+		return err
 	}
 	l, err := a.openWritable(ctx, store, eventlog.Options{AllowOlderFormat: true})
 	if err != nil {
@@ -112,6 +130,23 @@ func (a *app) migrate(ctx context.Context, dryRun bool) error {
 			"the store is at the format of the last finished step; run migrate again (backup in "+backup+")")
 	}
 	return a.printMigrate(migrateOutput{Report: rep, Backup: backup})
+}
+
+// refuseDamaged verifies the store l, open read-only, and refuses it when it is damaged. NB: migrate's steps are
+// appended after its head, chained onto the records before them: on a damaged store they would build on records no
+// writer wrote there, and a store reported migrated would still be reported damaged by verify. Broken invariants are
+// not damage (the records are those written) and are left to verify.
+func (a *app) refuseDamaged(l *eventlog.Log, store string) error {
+	v, err := a.verifyLog(l, store, "verify before migrate")
+	if err != nil {
+		return err
+	}
+	if v.Corrupt == nil {
+		return nil
+	}
+	return hinted(problemf("migrate: store %s is %s; nothing migrated, no backup taken", store, v.Corrupt),
+		"'crewctl verify' names the damage; restore a backup taken before it, or pass --allow-damaged to migrate "+
+			"the store as it is (backup first)")
 }
 
 // newBackupName is dir/name, or dir/name-2, -3, … when that is taken: a name has one-second resolution, and a second

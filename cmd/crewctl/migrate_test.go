@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -224,7 +225,8 @@ func storeFiles(t *testing.T, data string) map[string]int64 {
 // TestMigrateOfAStoreMissingARecordSaysWhere: the step to format 3 reads the first record of each outcome, and a
 // record missing from the log (a gap) failed it with Pebble's bare "not found", named no position, and sent the
 // operator to run migrate again, which meets the same gap: the store is damaged at that position, and migrate says
-// so (exit 1, the backup named), as it does for a record that fails its checksum.
+// so (exit 1), as it does for a record that fails its checksum: before anything is written, and forced
+// (--allow-damaged) when its step meets the gap, naming the backup.
 func TestMigrateOfAStoreMissingARecordSaysWhere(t *testing.T) {
 	const missing = 3 // the first record of an outcome of the format-2 store
 	data := fixtureData(t, "format2")
@@ -235,6 +237,12 @@ func TestMigrateOfAStoreMissingARecordSaysWhere(t *testing.T) {
 	require.NoError(t, db.Close())
 
 	r := crewctl(t, nil, "migrate", "--data", data)
+	require.Equal(t, exitProblem, r.code, r.out+r.err)
+	require.Contains(t, r.err, fmt.Sprintf("corrupt at position %d", missing))
+	require.Contains(t, r.err, "missing record")
+	require.Contains(t, r.err, "nothing migrated, no backup taken")
+	// Forced past its verification, the step meets the gap.
+	r = crewctl(t, nil, "migrate", "--data", data, "--allow-damaged")
 	require.Equal(t, exitProblem, r.code, r.out+r.err)
 	require.Contains(t, r.err, fmt.Sprintf("corrupt at position %d", missing))
 	require.Contains(t, r.err, "missing record")
@@ -254,4 +262,52 @@ func TestMigrateWhoseBackupIsNotDurableMigratesNothing(t *testing.T) {
 	require.Contains(t, r.err, "no backup, nothing migrated")
 	require.Contains(t, r.err, syscall.EIO.Error())
 	requireFormat(t, filepath.Join(data, storeDir), eventlog.FormatInitial)
+}
+
+// TestMigrateRefusesADamagedStore: migrate opened a store whose records pass their checksums but whose hash chain is
+// broken (a record its writer did not write there), took its backup and appended its steps after the damage, and
+// reported the store migrated while verify still reported it damaged: the new events chained onto a record no writer
+// wrote. A store verify finds damaged is refused before anything is written, naming the damage, unless
+// --allow-damaged says to migrate it all the same.
+func TestMigrateRefusesADamagedStore(t *testing.T) {
+	const bad = 3
+	breakChain := func(rec []byte) {
+		rec[5] ^= 0x01 // the stored hash (eventlog's doc: crc32c over bytes 5.., then the hash), re-sealed
+		binary.BigEndian.PutUint32(rec[1:5], crc32.Checksum(rec[5:], crc32.MakeTable(crc32.Castagnoli)))
+	}
+	for _, tc := range []struct {
+		name   string
+		damage func(rec []byte)
+		reason string
+	}{
+		{"hash chain broken", breakChain, "hash chain broken"},
+		{"checksum fails", func(rec []byte) { rec[len(rec)-1] ^= 0x01 }, "checksum"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := fixtureData(t, "format1")
+			store := filepath.Join(data, storeDir)
+			rewriteRecord(t, store, bad, tc.damage)
+			before := storeFiles(t, data)
+
+			r := crewctl(t, nil, "migrate", "--data", data)
+			require.Equal(t, exitProblem, r.code, r.out+r.err)
+			require.Contains(t, r.err, fmt.Sprintf("corrupt at position %d", bad))
+			require.Contains(t, r.err, tc.reason)
+			require.Contains(t, r.err, "nothing migrated")
+			require.Contains(t, r.err, "--allow-damaged")
+			requireFormat(t, store, eventlog.FormatInitial)
+			require.NoDirExists(t, filepath.Join(data, "backups"), "no backup taken")
+			require.Equal(t, before, storeFiles(t, data), "nothing written")
+		})
+	}
+	// Forced, migrate takes its backup and migrates; verify still names the damage.
+	data := fixtureData(t, "format1")
+	rewriteRecord(t, filepath.Join(data, storeDir), bad, breakChain)
+	r := crewctl(t, nil, "migrate", "--data", data, "--allow-damaged")
+	require.Equal(t, exitOK, r.code, r.out+r.err)
+	require.Contains(t, r.out, "backup written to ")
+	requireFormat(t, filepath.Join(data, storeDir), eventlog.CurrentFormat)
+	r = crewctl(t, nil, "verify", "--data", data)
+	require.Equal(t, exitProblem, r.code, r.out+r.err)
+	require.Contains(t, r.out, fmt.Sprintf("CORRUPT at position %d", bad))
 }

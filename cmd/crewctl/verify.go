@@ -106,6 +106,15 @@ func (out verifyOutput) firstBad() string {
 	return "damaged"
 }
 
+// String says what is damaged, and where: "corrupt at position P (KEY): REASON", or for damage outside the records,
+// "corrupt KEY: REASON".
+func (c *corruptOutput) String() string {
+	if c.Position > 0 {
+		return fmt.Sprintf("corrupt at position %d (%s): %s", c.Position, c.Key, c.Reason)
+	}
+	return fmt.Sprintf("corrupt %s: %s", c.Key, c.Reason)
+}
+
 // verifyStore checks the store in dir: its integrity and, over the same
 // pass, the domain invariants.
 func (a *app) verifyStore(dir, label string) (verifyOutput, error) {
@@ -121,6 +130,12 @@ func (a *app) verifyStore(dir, label string) (verifyOutput, error) {
 		return out, err
 	}
 	defer l.Close()
+	return a.verifyLog(l, dir, label)
+}
+
+// verifyLog is verifyStore over the open log l of the store in dir.
+func (a *app) verifyLog(l *eventlog.Log, dir, label string) (verifyOutput, error) {
+	out := verifyOutput{Problems: []audit.Problem{}}
 	bar := newProgress(a.io, label)
 	rep, err := audit.Verify(l, &audit.VerifyOptions{Progress: bar.update})
 	bar.finish()

@@ -49,16 +49,7 @@ func TestVerifyCorrupt(t *testing.T) {
 	dir := t.TempDir()
 	store := filepath.Join(dir, storeDir)
 	audittest.Scenario(t, store)
-	db, err := pebble.Open(store, &pebble.Options{FormatMajorVersion: pebble.FormatNewest, Logger: audittest.QuietPebble{}})
-	require.NoError(t, err)
-	key := binary.BigEndian.AppendUint64([]byte{'e'}, bad)
-	v, closer, err := db.Get(key)
-	require.NoError(t, err)
-	flipped := append([]byte(nil), v...)
-	closer.Close()
-	flipped[len(flipped)/2] ^= 0x01
-	require.NoError(t, db.Set(key, flipped, pebble.Sync))
-	require.NoError(t, db.Close())
+	rewriteRecord(t, store, bad, func(rec []byte) { rec[len(rec)/2] ^= 0x01 })
 
 	r := crewctl(t, nil, "verify", "--data", dir)
 	require.Equal(t, exitProblem, r.code, r.err)
@@ -73,6 +64,22 @@ func TestVerifyCorrupt(t *testing.T) {
 	r = crewctl(t, nil, "replay", "--data", dir)
 	require.Equal(t, exitProblem, r.code)
 	require.Contains(t, r.err, "position 20")
+}
+
+// rewriteRecord changes the record at position pos of the store in dir by edit, directly in Pebble, as a disk error
+// or another writer would (the key layout is eventlog's doc: 'e' | position big-endian).
+func rewriteRecord(t *testing.T, dir string, pos uint64, edit func(rec []byte)) {
+	t.Helper()
+	db, err := pebble.Open(dir, &pebble.Options{Logger: audittest.QuietPebble{}})
+	require.NoError(t, err)
+	key := binary.BigEndian.AppendUint64([]byte{'e'}, pos)
+	v, closer, err := db.Get(key)
+	require.NoError(t, err)
+	rec := append([]byte(nil), v...)
+	require.NoError(t, closer.Close())
+	edit(rec)
+	require.NoError(t, db.Set(key, rec, pebble.Sync))
+	require.NoError(t, db.Close())
 }
 
 // TestVerifyNamesDamageOutsideTheRecords: damage in a value that is no record (an outcome, a snapshot's chunk) has no
