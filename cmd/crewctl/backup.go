@@ -34,13 +34,14 @@ func (a *app) backupCmd() *cobra.Command {
 		Long: `backup writes a consistent checkpoint of the store to DIR (which must not
 exist, nor lie inside the store) as a data directory (DIR/store, and
 DIR/server.key so the tokens crewd minted stay valid after a restore; the
-admin token is not copied), then verifies the copy. A backup that fails
-before its copy is whole leaves nothing behind (but an online one cut off
-while crewd writes its checkpoint: crewctl says so). One killed while it
-copies (kill -9, a crash) leaves DIR holding a hidden staging directory
-(.crewlog-checkpoint-N or .crewlog-stream-N), on which crewd refuses to
-start: the next backup to DIR removes both, once no process holds the
-staging directory.
+admin token is not copied), then verifies the copy. The copy is built in
+a hidden staging directory beside DIR (.crewlog-backup-N, in DIR's parent)
+and renamed to DIR only once it is whole (its store and server.key), synced
+and verified: DIR holds a whole, verified backup or does not exist. A backup
+that fails (among them one whose copy fails verification, or whose copy's
+head is below the one crewd answered for its checkpoint) leaves nothing
+behind. One killed part-way (kill -9, a crash) leaves its staging directory,
+which the next backup beside it removes once no process holds it.
 
 While crewd runs (its socket answers the admin token) the daemon writes the
 checkpoint itself (admin.checkpoint) and keeps serving, and names its
@@ -80,37 +81,70 @@ func (a *app) backup(ctx context.Context, dest string) error {
 	return a.backupOffline(ctx, abs, unreached)
 }
 
-// makeBackupDir makes the backup directory dest, which must not exist. backup checked that before it looked for
-// crewd or opened the store; one made in between (by another user, in a shared directory such as the temp
-// directory) is refused rather than written into: its owner could alter the copy, server.key included, before a
-// restore.
-func makeBackupDir(dest string) error {
-	made := daemon.MissingDirs(filepath.Dir(dest))
-	if err := os.MkdirAll(filepath.Dir(dest), 0o700); err != nil {
-		return openErr(fmt.Errorf("crewctl: backup: %w", err))
+// backupStaging prefixes the name of the staging directory a backup is built in, beside its DIR. It holds one entry,
+// backupCopy, the backup (its store and server.key) that is renamed to DIR once whole and verified. NB: the copy is a
+// directory of its own rather than the staging directory itself, whose lock (eventlog.StagingDir) would stop the
+// checkpoint written into it, which locks its parent while it makes a staging directory of its own there.
+const backupStaging = ".crewlog-backup-"
+
+const backupCopy = "backup"
+
+// stageBackup makes the staging directory the backup to dest is built in, in dest's parent (made when missing), after
+// removing those a backup killed part-way left there, and returns it with the directory the copy is built in. NB:
+// dest itself is made only by placeBackup, once the copy is whole and verified: a backup that fails or is killed
+// leaves no dest, nor a copy that looks like a backup there.
+func stageBackup(dest string) (sd *eventlog.StagingDir, copyDir string, err error) {
+	parent := filepath.Dir(dest)
+	made := daemon.MissingDirs(parent)
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return nil, "", openErr(fmt.Errorf("crewctl: backup: %w", err))
 	}
-	if err := os.Mkdir(dest, 0o700); err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return usagef("backup: %s exists; name a new directory", dest)
-		}
-		return openErr(fmt.Errorf("crewctl: backup: %w", err))
-	}
-	// NB: syncBackup syncs dest's parent once the backup is whole; the parents made here are synced now, or a crash
-	// after the backup was reported written could take one away, and the backup with it.
+	// NB: placeBackup syncs dest's parent once the backup is in place; the parents made here are synced now, or a
+	// crash after the backup was reported written could take one away, and the backup with it.
 	for _, d := range made {
 		if err := syncDir(filepath.Dir(d)); err != nil {
-			os.Remove(dest) // still empty: the same backup can run again
-			return problemf("backup: %v", err)
+			return nil, "", problemf("backup: %v", err)
 		}
+	}
+	if sd, err = eventlog.NewStagingDir(parent, backupStaging, backupCopy); err != nil {
+		return nil, "", openErr(fmt.Errorf("crewctl: backup: %w", err))
+	}
+	copyDir = filepath.Join(sd.Dir, backupCopy)
+	if err := os.Mkdir(copyDir, 0o700); err != nil {
+		sd.Remove()
+		return nil, "", openErr(fmt.Errorf("crewctl: backup: %w", err))
+	}
+	return sd, copyDir, nil
+}
+
+// placeBackup moves the whole, verified backup built in copyDir to dest, and makes it durable: the entries of copyDir
+// (its server.key's among them, which the checkpoint's own sync came before) and dest's entry in its parent. NB: a
+// backup reported written is one a crash keeps. A dest made since backup checked (by another user, in a shared
+// directory such as the temp directory) is refused rather than replaced, as rename replaces an empty directory.
+func placeBackup(copyDir, dest string) error {
+	if err := syncDir(copyDir); err != nil {
+		return problemf("backup: %v", err)
+	}
+	if _, err := os.Lstat(dest); err == nil {
+		return usagef("backup: %s exists; name a new directory", dest)
+	}
+	if err := os.Rename(copyDir, dest); err != nil {
+		return problemf("backup: %v", err)
+	}
+	if err := syncDir(filepath.Dir(dest)); err != nil {
+		if rerr := os.RemoveAll(dest); rerr != nil {
+			return problemf("backup: %v (and removing %s: %v)", err, dest, rerr)
+		}
+		return problemf("backup: %v", err)
 	}
 	return nil
 }
 
 // dropAbandoned removes the directory dir that a copy killed part-way (kill -9, a crash) made and left holding
 // nothing but its stale staging directories (eventlog.RemoveStaleStagingDirs): a checkpoint's or a copy of a
-// stream's. Such a copy (backup's DIR, migrate-store's data directory) makes dir itself and refuses one that exists,
-// so its next run was refused too. NB: a dir that held no stale staging directory, or holds anything else, is left as
-// it is.
+// stream's. Such a copy (migrate-store's data directory; a backup's DIR, which backups once built in DIR itself)
+// makes dir itself and refuses one that exists, so its next run was refused too. NB: a dir that held no stale staging
+// directory, or holds anything else, is left as it is.
 func dropAbandoned(dir string) error {
 	if st, err := os.Lstat(dir); err != nil || !st.IsDir() {
 		return nil // none, or not a directory crewctl made (a symbolic link, a file): refused as existing
@@ -130,17 +164,6 @@ func dropAbandoned(dir string) error {
 		_ = os.Remove(dir) // NB: one that cannot go (a mount point) is refused as existing, as before
 	}
 	return nil
-}
-
-// dropBackup removes the backup directory dest, which backup made, after err: a backup that failed before its copy
-// was whole is not left to be restored. NB: a copy of the store without its server.key verifies and restores, and
-// crewd, minting a new key, then validates none of the tokens it gave out; nothing is left, so the same command can
-// run again once the cause is mended.
-func dropBackup(dest string, err error) error {
-	if rerr := os.RemoveAll(dest); rerr != nil {
-		return problemf("%v (and removing %s: %v)", err, dest, rerr)
-	}
-	return problemf("%v", err)
 }
 
 // reachDaemon connects to crewd when it is running, or says why it did not: without a token or an answering
@@ -163,37 +186,33 @@ type checkpointResult struct {
 
 // backupOnline has crewd write the checkpoint while it keeps committing.
 func (a *app) backupOnline(ctx context.Context, b Broker, dest string) error {
-	if err := makeBackupDir(dest); err != nil {
+	sd, copyDir, err := stageBackup(dest)
+	if err != nil {
 		return err
 	}
+	defer sd.Remove()
 	var res checkpointResult
-	if err := call(ctx, b, "admin.checkpoint", map[string]any{"dir": filepath.Join(dest, storeDir)}, &res); err != nil {
-		// NB: DIR is removed while still empty. Cut off (call's exitOpen), crewctl cannot stop crewd writing the
-		// checkpoint into DIR, nor wait for it; refused after its copy was in place (a failed sync), crewd left it
-		// there: a DIR that is not empty is left, and said so.
-		if os.Remove(dest) == nil {
-			return err
-		}
-		still := "crewd left its checkpoint in"
+	err = call(ctx, b, "admin.checkpoint", map[string]any{"dir": filepath.Join(copyDir, storeDir)}, &res)
+	if err != nil {
+		// NB: cut off (call's exitOpen), crewctl cannot stop crewd writing the checkpoint, nor wait for it: what
+		// crewd leaves in the staging directory, which this backup removes as it ends, is a stale one the next
+		// backup removes.
 		if codeOf(err) == exitOpen {
-			still = "crewd may still be writing its checkpoint into"
+			return hinted(err, fmt.Sprintf("crewd may still be writing its checkpoint beside %s (in %s*): %s was "+
+				"not made, and the next backup there removes what crewd leaves", dest, backupStaging, dest))
 		}
-		return hinted(err,
-			fmt.Sprintf("%s %s: remove %s once it is done (a copy there has no server.key)", still, dest, dest))
+		return err
 	}
+	reached(atStoreStaged)
 	out := backupOutput{From: a.dataDir, To: dest, Head: res.Head, Online: true}
-	var err error
 	if out.ServerKey, err = copySecret(filepath.Join(a.dataDir, serverKeyFile),
-		filepath.Join(dest, serverKeyFile)); err != nil {
-		return dropBackup(dest, fmt.Errorf("backup: %v", err))
+		filepath.Join(copyDir, serverKeyFile)); err != nil {
+		return problemf("backup: %v", err)
 	}
-	if err := a.checkServerKey(res.ServerKeyID, filepath.Join(dest, serverKeyFile), out.ServerKey); err != nil {
-		return dropBackup(dest, err)
+	if err := a.checkServerKey(res.ServerKeyID, filepath.Join(copyDir, serverKeyFile), out.ServerKey); err != nil {
+		return problemf("%v", err)
 	}
-	if err := syncBackup(dest); err != nil {
-		return dropBackup(dest, err)
-	}
-	return a.finishCopy(out, filepath.Join(dest, storeDir), "backup")
+	return a.finishBackup(out, copyDir)
 }
 
 // checkServerKey checks that the server key backup copied to path (copied
@@ -246,24 +265,24 @@ func (a *app) backupOffline(ctx context.Context, dest string, unreached error) e
 		return openErr(fmt.Errorf("crewctl: backup: %w", err))
 	}
 	head, _ := l.Head()
-	if err := makeBackupDir(dest); err != nil {
+	sd, copyDir, err := stageBackup(dest)
+	if err != nil {
 		l.Close()
 		return err
 	}
-	err = l.Checkpoint(filepath.Join(dest, storeDir))
+	defer sd.Remove()
+	err = l.Checkpoint(filepath.Join(copyDir, storeDir))
 	l.Close()
 	if err != nil {
-		return dropBackup(dest, fmt.Errorf("backup: %v", err))
+		return problemf("backup: %v", err)
 	}
+	reached(atStoreStaged)
 	out := backupOutput{From: a.dataDir, To: dest, Head: head}
 	if out.ServerKey, err = copySecret(filepath.Join(a.dataDir, serverKeyFile),
-		filepath.Join(dest, serverKeyFile)); err != nil {
-		return dropBackup(dest, fmt.Errorf("backup: %v", err))
+		filepath.Join(copyDir, serverKeyFile)); err != nil {
+		return problemf("backup: %v", err)
 	}
-	if err := syncBackup(dest); err != nil {
-		return dropBackup(dest, err)
-	}
-	return a.finishCopy(out, filepath.Join(dest, storeDir), "backup")
+	return a.finishBackup(out, copyDir)
 }
 
 func (a *app) restoreCmd() *cobra.Command {
@@ -422,44 +441,83 @@ const (
 	atDryRun    = "dry run"    // import --dry-run's store open in its temporary directory, not yet removed
 )
 
+// atStoreStaged is reached once a backup's store is in its staging directory, its server.key not yet.
+const atStoreStaged = "store staged"
+
 // finishCopy verifies a written copy and reports it.
 func (a *app) finishCopy(out backupOutput, store, label string) error {
+	if err := a.verifyCopy(&out, store, label); err != nil {
+		return err
+	}
+	if err := a.printCopy(out); err != nil {
+		return err
+	}
+	if !out.Verify.OK {
+		return found("the copy failed verification")
+	}
+	return nil
+}
+
+// finishBackup verifies the backup built whole in copyDir, in its staging directory, moves it into place at out.To
+// only when it verifies, and reports it. NB: one that fails verification is not placed, where a reader of DIR would
+// take it for a backup; it goes with its staging directory.
+func (a *app) finishBackup(out backupOutput, copyDir string) error {
+	reached(atStaged)
+	if err := a.verifyCopy(&out, filepath.Join(copyDir, storeDir), "backup"); err != nil {
+		return err
+	}
+	if !out.Verify.OK {
+		if a.json {
+			_ = a.printJSON(out)
+		} else {
+			printVerify(a.stdout(), out.Verify)
+		}
+		return found(fmt.Sprintf("backup: the copy failed verification (%s); nothing written to %s",
+			out.Verify.firstBad(), out.To))
+	}
+	if err := placeBackup(copyDir, out.To); err != nil {
+		return err
+	}
+	return a.printCopy(out)
+}
+
+// verifyCopy verifies the copy of a store written to store into out.Verify, and names the copy's head in out.Head.
+// NB: the head named is the copy's: crewd answers an online checkpoint with its head when the checkpoint began, and
+// the copy holds what it committed until the copy was taken too. A copy short of the head its source named (crewd's
+// answer, the store's head when an offline backup began, the backup's verified head) lacks events that were
+// acknowledged: it is no copy, whatever its verification says.
+func (a *app) verifyCopy(out *backupOutput, store, label string) error {
 	v, err := a.verifyStore(store, label)
 	if err != nil {
 		return err
 	}
 	out.Verify = v
-	// NB: the head named is the copy's: crewd answers an online checkpoint with its head when the checkpoint began,
-	// and the copy holds what it committed until the copy was taken too. A copy short of the head its source named
-	// (crewd's answer, the store's head when an offline backup began, the backup's verified head) lacks events that
-	// were acknowledged: it is no backup, whatever its verification says.
 	if v.OK && v.Head < out.Head {
 		return found(fmt.Sprintf("the copy's head %d is below head %d, %s: acknowledged events are missing from it",
-			v.Head, out.Head, headSource(out)))
+			v.Head, out.Head, headSource(*out)))
 	}
 	if v.Corrupt == nil && v.Head > out.Head {
 		out.Head = v.Head
 	}
+	return nil
+}
+
+// printCopy reports the copy out.
+func (a *app) printCopy(out backupOutput) error {
 	if a.json {
-		if err := a.printJSON(out); err != nil {
-			return err
-		}
+		return a.printJSON(out)
+	}
+	how := "offline checkpoint"
+	if out.Online {
+		how = "online checkpoint by crewd"
+	}
+	a.stdout().printf("copied %s to %s at head %d (%s)\n", out.From, out.To, out.Head, how)
+	if out.ServerKey {
+		a.stdout().printf("server.key copied (0600): tokens crewd minted stay valid\n")
 	} else {
-		how := "offline checkpoint"
-		if out.Online {
-			how = "online checkpoint by crewd"
-		}
-		a.stdout().printf("copied %s to %s at head %d (%s)\n", out.From, out.To, out.Head, how)
-		if out.ServerKey {
-			a.stdout().printf("server.key copied (0600): tokens crewd minted stay valid\n")
-		} else {
-			a.stdout().printf("no server.key copied: crewd makes a new one, and no token minted before validates\n")
-		}
-		printVerify(a.stdout(), v)
+		a.stdout().printf("no server.key copied: crewd makes a new one, and no token minted before validates\n")
 	}
-	if !v.OK {
-		return found("the copy failed verification")
-	}
+	printVerify(a.stdout(), out.Verify)
 	return nil
 }
 
@@ -505,20 +563,6 @@ func syncDir(dir string) error {
 // syncDirFile is (*os.File).Sync; tests replace it to make a directory's sync fail, which no file system does on
 // demand.
 var syncDirFile = (*os.File).Sync
-
-// syncBackup makes the backup directory dest durable once it is whole: its server.key's entry, which the
-// checkpoint's own sync of dest came before, and dest's entry in its parent. NB: a backup reported written is one a
-// crash keeps; without these a crash right after could leave a store without its key (a restore of it verifies, and
-// crewd, minting a new key, validates none of the tokens it gave out) or no backup at all.
-func syncBackup(dest string) error {
-	if err := syncDir(dest); err != nil {
-		return fmt.Errorf("backup: %v", err)
-	}
-	if err := syncDir(filepath.Dir(dest)); err != nil {
-		return fmt.Errorf("backup: %v", err)
-	}
-	return nil
-}
 
 func copyFile(from, to string, mode os.FileMode) error {
 	in, err := os.Open(from)

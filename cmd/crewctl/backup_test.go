@@ -323,9 +323,10 @@ func (f failedCheckpoint) Call(_ context.Context, method string, params, _ any) 
 func (failedCheckpoint) Close() error { return nil }
 
 // TestBackupLeftBehindByCrewdSaysSo: an online backup whose call is cut off (the connection lost, the command
-// interrupted) cannot stop crewd writing its checkpoint into DIR, and one crewd refuses after the copy is in place (a
-// failed sync) leaves it there; backup removed DIR only when empty and said nothing, so DIR was left as a copy with
-// no server.key, unannounced.
+// interrupted) cannot stop crewd writing its checkpoint, and one crewd refuses after the copy is in place (a failed
+// sync) leaves it there; backup left DIR holding a copy with no server.key, which looked like a backup. The
+// checkpoint is written in a staging directory beside DIR, which backup removes: DIR is not made, and a cut-off
+// backup says that crewd may still be writing there.
 func TestBackupLeftBehindByCrewdSaysSo(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -333,19 +334,19 @@ func TestBackupLeftBehindByCrewdSaysSo(t *testing.T) {
 		code int
 		says string
 	}{
-		{"cut off", io.ErrUnexpectedEOF, exitOpen, "crewd may still be writing its checkpoint into "},
-		{"refused after its copy", wire.NewError(wire.CodeInternal, "sync failed"), exitProblem, "crewd left its checkpoint in "},
+		{"cut off", io.ErrUnexpectedEOF, exitOpen, "crewd may still be writing its checkpoint beside "},
+		{"refused after its copy", wire.NewError(wire.CodeInternal, "sync failed"), exitProblem, "sync failed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dest := filepath.Join(t.TempDir(), "backup")
+			parent := t.TempDir()
+			dest := filepath.Join(parent, "backup")
 			tok := filepath.Join(t.TempDir(), "admin.token")
 			require.NoError(t, writeFile(tok, "t0ken"))
 			dial := func(context.Context, string, string) (Broker, error) { return failedCheckpoint{err: tc.err}, nil }
 			r := crewctl(t, dial, "backup", dest, "--data", t.TempDir(), "--token-file", tok)
 			require.Equal(t, tc.code, r.code, r.out+r.err)
-			require.Contains(t, r.err, tc.says+dest)
-			require.Contains(t, r.err, "a copy there has no server.key")
-			require.DirExists(t, filepath.Join(dest, storeDir))
+			require.Contains(t, r.err, tc.says)
+			require.Empty(t, stagingtest.Names(t, parent), "no DIR, no staging directory")
 		})
 	}
 }
@@ -370,18 +371,22 @@ func TestBackupWhoseSyncFailsIsNotReported(t *testing.T) {
 	} {
 		for _, tc := range []struct {
 			name   string
-			failed func(dest string) string
+			failed func(dest, dir string) bool
 		}{
-			{"the backup directory", func(dest string) string { return dest }},
-			{"its parent", filepath.Dir},
+			// The backup, built in its staging directory beside dest and renamed to dest.
+			{"the backup directory", func(dest, dir string) bool {
+				return filepath.Base(dir) == backupCopy && filepath.Dir(filepath.Dir(dir)) == filepath.Dir(dest) &&
+					eventlog.IsStagingDirName(filepath.Base(filepath.Dir(dir)), backupStaging)
+			}},
+			{"its parent", func(dest, dir string) bool { return dir == filepath.Dir(dest) }},
 		} {
 			t.Run(how.name+"/"+tc.name, func(t *testing.T) {
 				dest := filepath.Join(t.TempDir(), "backup")
-				failDirSync(t, tc.failed(dest))
+				failDirSyncOf(t, func(dir string) bool { return tc.failed(dest, dir) })
 				r := crewctl(t, how.dial, append([]string{"backup", dest}, how.args...)...)
 				require.Equal(t, exitProblem, r.code, r.out+r.err)
 				require.Contains(t, r.err, syscall.EIO.Error())
-				require.NoDirExists(t, dest, "nothing is left behind")
+				require.Empty(t, stagingtest.Names(t, filepath.Dir(dest)), "nothing is left behind")
 			})
 		}
 	}
@@ -417,10 +422,15 @@ func TestRestoreWhoseSyncFailsIsNotReported(t *testing.T) {
 
 // failDirSync makes the sync of the directory dir fail with EIO for the rest of the test.
 func failDirSync(t *testing.T, dir string) {
+	failDirSyncOf(t, func(d string) bool { return d == dir })
+}
+
+// failDirSyncOf makes the sync of every directory failed reports fail with EIO for the rest of the test.
+func failDirSyncOf(t *testing.T, failed func(dir string) bool) {
 	was := syncDirFile
 	t.Cleanup(func() { syncDirFile = was })
 	syncDirFile = func(f *os.File) error {
-		if f.Name() == dir {
+		if failed(f.Name()) {
 			return syscall.EIO
 		}
 		return was(f)
@@ -443,8 +453,8 @@ func TestBackupSyncsTheParentsItMade(t *testing.T) {
 }
 
 // committingCheckpoint is a crewd that commits while it writes its checkpoint: it answers the head it read when the
-// checkpoint began, behind by the events committed since, which the copy holds too; or, ahead, a head the copy does not
-// reach, as a copy that lost acknowledged events.
+// checkpoint began, behind by the events committed since, which the copy holds too; or, ahead, a head the copy does
+// not reach, as a copy that lost acknowledged events.
 type committingCheckpoint struct {
 	Broker
 	l             *eventlog.Log
@@ -512,9 +522,61 @@ func TestBackupShortOfCrewdsHeadFails(t *testing.T) {
 	data, head, crewd, tokenFile := committingCrewd(t, committingCheckpoint{ahead: ahead})
 	for _, args := range [][]string{nil, {"--json"}} {
 		dest := filepath.Join(t.TempDir(), "backup")
-		r := crewctl(t, crewd, append([]string{"backup", dest, "--data", data, "--token-file", tokenFile}, args...)...)
+		argv := append([]string{"backup", dest, "--data", data, "--token-file", tokenFile}, args...)
+		r := crewctl(t, crewd, argv...)
 		require.Equal(t, exitProblem, r.code, r.out+r.err)
 		require.Contains(t, r.err, fmt.Sprintf("head %d", head), "the copy's head")
 		require.Contains(t, r.err, fmt.Sprintf("head %d", head+ahead), "crewd's")
+		require.Empty(t, stagingtest.Names(t, filepath.Dir(dest)), "no DIR, no staging directory")
+	}
+}
+
+// TestBackupOfADamagedStoreLeavesNothing: a backup of a store whose copy fails verification (a record that fails its
+// checksum) exited 1 but left the whole copy in DIR, server.key and all: restore refuses it, but a reader of DIR saw
+// what looked like a backup. The copy is placed at DIR only once verified; a failed one leaves nothing.
+func TestBackupOfADamagedStoreLeavesNothing(t *testing.T) {
+	const bad = 20
+	data := t.TempDir()
+	audittest.Scenario(t, filepath.Join(data, storeDir))
+	require.NoError(t, os.WriteFile(filepath.Join(data, serverKeyFile), []byte(strings.Repeat("k", 32)), 0o600))
+	rewriteRecord(t, filepath.Join(data, storeDir), bad, func(rec []byte) { rec[len(rec)-1] ^= 0x01 })
+	for _, args := range [][]string{nil, {"--json"}} {
+		parent := t.TempDir()
+		dest := filepath.Join(parent, "backup")
+		r := crewctl(t, nil, append([]string{"backup", dest, "--data", data}, args...)...)
+		require.Equal(t, exitProblem, r.code, r.out+r.err)
+		require.Empty(t, stagingtest.Names(t, parent), "no DIR, no staging directory")
+		require.Contains(t, r.err, "failed verification")
+		require.Contains(t, r.err, fmt.Sprintf("first bad position %d", bad))
+	}
+}
+
+// TestBackupKilledPartWayLeavesNoBackup: backup made DIR, then wrote the store's checkpoint into it, then server.key:
+// killed (kill -9, a crash) between the two it left DIR holding a store that verifies and restores without its key,
+// on which crewd mints a new one and validates none of the tokens it gave out. The backup is built in a staging
+// directory beside DIR and renamed to DIR once whole and verified: killed at any step, it leaves no DIR, only its
+// staging directory, which the next backup beside it removes.
+func TestBackupKilledPartWayLeavesNoBackup(t *testing.T) {
+	data := t.TempDir()
+	audittest.Scenario(t, filepath.Join(data, storeDir))
+	require.NoError(t, os.WriteFile(filepath.Join(data, serverKeyFile), []byte(strings.Repeat("k", 32)), 0o600))
+	for _, at := range []string{atStoreStaged, atStaged} {
+		t.Run(at, func(t *testing.T) {
+			parent := t.TempDir()
+			dest := filepath.Join(parent, "backup")
+			killedAt(t, at, "backup", dest, "--data", data)
+			require.NoDirExists(t, dest)
+			left := stagingtest.Names(t, parent)
+			require.Len(t, left, 1)
+			require.True(t, eventlog.IsStagingDirName(left[0], backupStaging), left[0])
+
+			r := crewctl(t, nil, "backup", dest, "--data", data)
+			require.Equal(t, exitOK, r.code, r.out+r.err)
+			require.Equal(t, []string{"backup"}, stagingtest.Names(t, parent), "the dead backup's staging is gone")
+			require.ElementsMatch(t, []string{storeDir, serverKeyFile}, stagingtest.Names(t, dest))
+			r = crewctl(t, nil, "restore", dest, "--data", filepath.Join(t.TempDir(), "restored"))
+			require.Equal(t, exitOK, r.code, r.out+r.err)
+			require.Contains(t, r.out, "server.key copied")
+		})
 	}
 }

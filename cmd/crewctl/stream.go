@@ -145,17 +145,15 @@ func (a *app) storeToRead(ctx context.Context) (dir string, done func(), err err
 // (dest/store), then verifies it. A crewd restored from it is a Pebble
 // crewd; joining a cluster again, it resumes copying where the copy ends.
 func (a *app) backupStream(ctx context.Context, dest string) error {
-	if err := makeBackupDir(dest); err != nil {
-		return err
-	}
-	store := filepath.Join(dest, storeDir)
-	head, err := a.copyStreamStaged(ctx, store)
+	sd, copyDir, err := stageBackup(dest)
 	if err != nil {
-		os.Remove(dest) // still empty: the same backup can run again
 		return err
 	}
-	if err := syncBackup(dest); err != nil {
-		return dropBackup(dest, err)
+	defer sd.Remove()
+	head, err := a.copyStream(ctx, filepath.Join(copyDir, storeDir))
+	if err != nil {
+		return err
 	}
-	return a.finishCopy(backupOutput{From: "stream " + a.nats.stream, To: dest, Head: head}, store, "backup")
+	reached(atStoreStaged)
+	return a.finishBackup(backupOutput{From: "stream " + a.nats.stream, To: dest, Head: head}, copyDir)
 }

@@ -94,28 +94,33 @@ func TestStreamCopyFailingLeavesNoStore(t *testing.T) {
 
 // TestCopyOfStreamKilledWhileStagingRunsAgain: a migrate-store --to pebble or a backup of a stream killed (kill -9, a
 // crash) once its copy was built left the copy's staging directory, a whole store, hidden in the directory it made:
-// the same command run again was refused, the directory existing. It removes a directory that a dead copy left
-// holding nothing but its staging directory, and copies.
+// the same command run again was refused, the directory existing. migrate-store removes a directory that a dead copy
+// left holding nothing but its staging directory, and copies; a backup, built beside DIR, leaves no DIR, and the next
+// removes its staging directory.
 func TestCopyOfStreamKilledWhileStagingRunsAgain(t *testing.T) {
 	data := t.TempDir()
 	audittest.Scenario(t, filepath.Join(data, storeDir))
 	stream := streamOf(t, data)
 	dir := filepath.Join(t.TempDir(), "dir")
-	for _, args := range [][]string{
-		{"migrate-store", "--to", "pebble", "--data", dir},
-		{"backup", dir},
+	for _, tc := range []struct {
+		args []string
+		left string // the directory the killed copy left its staging directory in
+	}{
+		{[]string{"migrate-store", "--to", "pebble", "--data", dir}, dir},
+		{[]string{"backup", dir}, filepath.Dir(dir)},
 	} {
 		require.NoError(t, os.RemoveAll(dir))
-		killedWhileStaging(t, append(args, stream...)...)
-		require.Len(t, stagingtest.Names(t, dir), 1, "%s: the killed copy left its staging directory", args[0])
-		r := crewctl(t, nil, append(args, stream...)...)
+		killedWhileStaging(t, append(tc.args, stream...)...)
+		require.Len(t, stagingtest.Names(t, tc.left), 1, "%s: the killed copy left its staging directory", tc.args[0])
+		r := crewctl(t, nil, append(tc.args, stream...)...)
 		require.Equal(t, exitOK, r.code, r.err)
-		require.Equal(t, []string{storeDir}, stagingtest.Names(t, dir), args[0])
+		require.Equal(t, []string{storeDir}, stagingtest.Names(t, dir), tc.args[0])
+		require.Equal(t, []string{"dir"}, stagingtest.Names(t, filepath.Dir(dir)), tc.args[0])
 	}
 	// A DIR that is a symbolic link is refused as existing, even one to a directory a dead copy left: nothing reached
 	// through a link is removed.
 	require.NoError(t, os.RemoveAll(dir))
-	killedWhileStaging(t, append([]string{"backup", dir}, stream...)...)
+	killedWhileStaging(t, append([]string{"migrate-store", "--to", "pebble", "--data", dir}, stream...)...)
 	target := dir + ".target"
 	require.NoError(t, os.Rename(dir, target))
 	require.NoError(t, os.Symlink(target, dir))
