@@ -75,7 +75,7 @@ type conn struct {
 	seq uint64
 	out *outbound
 	w   *socketWriter // writes the socket: one goroutine at a time (out's claim, or the writer with its batch)
-	in  inboundShare  // what its reader's long lines take of the server's inbound budget
+	in  inboundShare  // what its reader's long lines take of the server's inbound budgets
 
 	ctx    context.Context // cancelled when the connection closes: ends Submit waits and subscriptions
 	cancel context.CancelFunc
@@ -114,8 +114,8 @@ type conn struct {
 func newConn(s *Server, nc *net.UnixConn, seq uint64) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &conn{s: s, nc: nc, seq: seq, out: newOutbound(s.opts.OutboundQueueCap, s.opts.OutboundBytes, &s.outBudget),
-		w: newSocketWriter(nc, s.writeTimeout), in: inboundShare{b: &s.inBudget, done: ctx.Done(), wait: s.writeTimeout},
-		ctx: ctx, cancel: cancel, done: ctx.Done()}
+		w: newSocketWriter(nc, s.writeTimeout), ctx: ctx, cancel: cancel, done: ctx.Done(),
+		in: inboundShare{budgets: [maxBudgets]*inboundBudget{&s.inBudget}, done: ctx.Done(), wait: s.writeTimeout}}
 }
 
 // close ends the connection once: cancels its context, closes the socket (unblocking reader and writer) and

@@ -125,12 +125,15 @@
 //     holding nothing takes one frame — so outbound memory ≤ GlobalOutboundBytes + (MaxConns+AdminConns) × MaxFrame
 //     (+ one resync and one final frame per connection); queue ≤ OutboundQueueCap frames; connections ≤
 //     MaxConns+AdminConns; the bytes of lines longer than a reader's 4 KiB read-ahead, from the moment they outgrow
-//     it until they end, ≤ GlobalInboundBytes, every connection's together (inbound.go: a reader without room reads
-//     no more and waits, writeTimeout at most, then its connection closes as for a line over the cap); waits
+//     it until they end, ≤ InboundBytesPerCredential for a credential's connections, ≤ InboundBytesPerRun for a
+//     run's worker connections (so neither one token's lines left unfinished nor those of the many tokens one run
+//     may issue can take everyone's budget) and ≤ GlobalInboundBytes, every connection's together (inbound.go: a
+//     reader without room in one of them reads no more and waits, holding none of the others', writeTimeout at
+//     most, then its connection closes as for a line over the cap); waits
 //     and subscriptions bounded per connection and credential; params bounded by ParseCommand and the handlers;
 //     pacing buckets only for keys charged recently (a full bucket is deleted, pacer.go), so processes that each
-//     send one refused hello leave none behind once their buckets refill; a credential's or a run's outbound
-//     budget only while it has connections.
+//     send one refused hello leave none behind once their buckets refill; a credential's or a run's outbound and
+//     inbound budgets only while it has connections.
 //   - Every list a query answers is reachable whatever its size: query.tasks, query.delegations, query.ledger,
 //     query.mailbox, msg.inbox, query.runs, query.jobs, query.job's calls and import.checkpoints page by cursor, and
 //     a page whose items would not fit in a frame is cut short (hasMore, or a nextCursor) rather than refused

@@ -5,43 +5,88 @@ import (
 	"time"
 )
 
-// inboundBudget counts the bytes every connection's reader holds in a line longer than its read-ahead (the chunks
-// wire.Reader spills it into) against GlobalInboundBytes. A reader finds room or waits for it (taking nothing from
-// the socket meanwhile, so its client is held back by its own socket's buffer), for writeTimeout at most, then its
-// connection is closed as for a line over the cap. Without it, every connection could hold a frame's worth of a line
-// it never ends: (MaxConns+AdminConns) × MaxFrame, over 1 GiB at the defaults, and indefinitely on a connection with
-// a subscription, which is never idle.
+// inboundBudget counts the bytes readers hold in lines longer than their read-ahead (the chunks wire.Reader spills
+// them into) against a limit: the daemon's, GlobalInboundBytes, every connection's together; a credential's,
+// InboundBytesPerCredential, its connections' together; a run's, InboundBytesPerRun, its workers' together. A
+// reader takes a chunk's bytes from every budget it counts against (inboundShare), or waits for room in all of
+// them (taking nothing from the socket meanwhile, so its client is held back by its own socket's buffer), for
+// writeTimeout at most, then its connection is closed as for a line over the cap. Without the daemon's, every
+// connection could hold a frame's worth of a line it never ends: (MaxConns+AdminConns) × MaxFrame, over 1 GiB at
+// the defaults, and indefinitely on a connection with a subscription, which is never idle. Without the shares, the
+// connections of one credential, or the workers of one run (a credential to each of its tasks), could hold all of
+// the daemon's, and every other client's line longer than the read-ahead would wait, and close, until they ended
+// theirs: one credential holds a sixteenth of it and one run a quarter by default, so it takes sixteen credentials,
+// or four runs, to hold it all.
 //
-// NB: no deadline for ending a line begun. Memory is bounded by the budget alone, and a deadline would not free the
+// NB: no deadline for ending a line begun. Memory is bounded by the budgets alone, and a deadline would not free a
 // budget from a client that means to hold it: closed at the deadline, it dials again and sends another line, for
 // the pace of a hello and of a line's bytes, well within a credential's rate. Before its hello a connection's line
-// ends with the hello's deadline anyway. What a deadline cannot give, a share of the budget per credential or run
-// as the outbound budget has, this does not give either: the connections of one credential (or a run's workers)
-// can hold all of it, and the others' lines longer than the read-ahead then wait, and close, until they end theirs.
+// ends with the hello's deadline anyway; it has no credential yet, and counts against the daemon's budget alone.
 //
-// Concurrency: every method is safe for concurrent use.
+// Concurrency: every method is safe for concurrent use, but conns, under the server's mu (joinBudget).
 type inboundBudget struct {
 	mu    sync.Mutex
 	used  int64
 	limit int64
 	room  chan struct{} // made by a reader waiting for room, closed (and dropped) when bytes are given back
+	conns int           // the connections counting against a credential's or a run's, under the server's mu
 }
 
-// take reserves n bytes, waiting for room up to wait; false when there was none in time, or done was closed first.
-func (b *inboundBudget) take(n int64, done <-chan struct{}, wait time.Duration) bool {
+func (b *inboundBudget) limitTo(n int64) { b.limit = n }
+func (b *inboundBudget) joined() *int    { return &b.conns }
+
+// reserve counts n bytes if they fit within the limit, and returns nil; else it counts nothing and returns a
+// channel closed when bytes are next given back.
+func (b *inboundBudget) reserve(n int64) <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used+n <= b.limit {
+		b.used += n
+		return nil
+	}
+	if b.room == nil {
+		b.room = make(chan struct{})
+	}
+	return b.room
+}
+
+// add counts n bytes whatever the limit: those a connection holds as it joins the budget (inboundShare.share).
+func (b *inboundBudget) add(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used += n
+}
+
+// release gives back n bytes and wakes the readers waiting for room.
+func (b *inboundBudget) release(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used -= n
+	if b.room != nil {
+		close(b.room)
+		b.room = nil
+	}
+}
+
+// inUse is the bytes held against the budget.
+func (b *inboundBudget) inUse() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
+
+// takeAll reserves n bytes of every budget of bs (nil entries ignored) or of none, waiting for room up to wait;
+// false when there was none in time, or done was closed first. NB: all or none: a reader waiting for its run's room
+// holds none of the daemon's meanwhile, which would be to hold capacity the others need while it waits for its
+// own. The narrowest budget is tried first (the last of bs), so that a reader its own share holds back does not
+// take the daemon's bytes even for a moment.
+func takeAll(bs []*inboundBudget, n int64, done <-chan struct{}, wait time.Duration) bool {
 	var timeout <-chan time.Time
 	for {
-		b.mu.Lock()
-		if b.used+n <= b.limit {
-			b.used += n
-			b.mu.Unlock()
+		room := reserveAll(bs, n)
+		if room == nil {
 			return true
 		}
-		if b.room == nil {
-			b.room = make(chan struct{})
-		}
-		room := b.room
-		b.mu.Unlock()
 		if timeout == nil {
 			if wait <= 0 {
 				return false
@@ -60,37 +105,48 @@ func (b *inboundBudget) take(n int64, done <-chan struct{}, wait time.Duration) 
 	}
 }
 
-// release gives back n bytes and wakes the readers waiting for room.
-func (b *inboundBudget) release(n int64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.used -= n
-	if b.room != nil {
-		close(b.room)
-		b.room = nil
+// reserveAll reserves n bytes of every budget of bs, narrowest (last) first, and returns nil; else it gives back
+// what it reserved and returns the room of the budget that had none.
+func reserveAll(bs []*inboundBudget, n int64) <-chan struct{} {
+	for i := len(bs) - 1; i >= 0; i-- {
+		if bs[i] == nil {
+			continue
+		}
+		if room := bs[i].reserve(n); room != nil {
+			releaseAll(bs[i+1:], n)
+			return room
+		}
+	}
+	return nil
+}
+
+// releaseAll gives back n bytes to every budget of bs (nil entries ignored).
+func releaseAll(bs []*inboundBudget, n int64) {
+	for _, b := range bs {
+		if b != nil {
+			b.release(n)
+		}
 	}
 }
 
-// inUse is the bytes held by every reader together.
-func (b *inboundBudget) inUse() int64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.used
-}
-
-// inboundShare is one connection's reader's side of the server's inboundBudget, the wire.SpillBudget of its reader.
-// Its reader waits for room for wait at most, and before its hello not past the hello's deadline; the connection's
-// close ends the wait at once, and gives back whatever the reader still holds, once: the reader, whose line ends
-// as its socket is closed, then gives back nothing more.
+// inboundShare is one connection's reader's side of the inbound budgets, the wire.SpillBudget of its reader: it
+// counts against the daemon's from the start, and from its bind (share) against its credential's, but the admin's,
+// and a worker's against its run's, as the outbound budget does. The admin is the operator's: its lines count
+// against the daemon's budget alone, where the others' shares leave it room (it takes sixteen credentials, or four
+// runs, to hold the whole). Its reader waits for room for wait at most, and before its hello not past the hello's
+// deadline; the connection's close ends the wait at once, and gives back whatever the reader still holds, once, to
+// each budget: the reader, whose line ends as its socket is closed, then gives back nothing more.
 type inboundShare struct {
-	b     *inboundBudget
 	done  <-chan struct{}
 	wait  time.Duration
 	until time.Time // the hello's deadline; zero after it (reader only)
 
-	mu     sync.Mutex
-	held   int64
-	closed bool
+	mu sync.Mutex
+	// budgets are what held counts against: the daemon's, then, from its bind, its credential's (none for the
+	// admin) and its run's (a worker's only). nil after the last.
+	budgets [maxBudgets]*inboundBudget
+	held    int64
+	closed  bool
 }
 
 // Take implements wire.SpillBudget.
@@ -99,13 +155,17 @@ func (s *inboundShare) Take(n int) bool {
 	if !s.until.IsZero() {
 		wait = min(wait, time.Until(s.until))
 	}
-	if !s.b.take(int64(n), s.done, wait) {
+	s.mu.Lock()
+	// NB: a copy: share, which changes them, is called by the reader between two lines, never during a Take.
+	budgets, closed := s.budgets, s.closed
+	s.mu.Unlock()
+	if closed || !takeAll(budgets[:], int64(n), s.done, wait) {
 		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		s.b.release(int64(n))
+		releaseAll(budgets[:], int64(n))
 		return false
 	}
 	s.held += int64(n)
@@ -120,7 +180,25 @@ func (s *inboundShare) Release(n int) {
 		return // close gave it back
 	}
 	s.held -= int64(n)
-	s.b.release(int64(n))
+	releaseAll(s.budgets[:], int64(n))
+}
+
+// share counts the reader's bytes, from now on and those it holds, against b too: its credential's budget or its
+// run's. Called by the reader (its hello's bind), between two lines.
+func (s *inboundShare) share(b *inboundBudget) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	for i := range s.budgets {
+		if s.budgets[i] == nil {
+			s.budgets[i] = b
+			b.add(s.held)
+			return
+		}
+	}
+	panic("broker: a reader counts against more than maxBudgets budgets")
 }
 
 // close gives back what the reader holds, and refuses it any more.
@@ -132,7 +210,7 @@ func (s *inboundShare) close() {
 	}
 	s.closed = true
 	if s.held > 0 {
-		s.b.release(s.held)
+		releaseAll(s.budgets[:], s.held)
 		s.held = 0
 	}
 }

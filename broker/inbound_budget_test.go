@@ -23,7 +23,9 @@ func TestStalledLinesStayWithinTheInboundBudget(t *testing.T) {
 		conns  = 12
 		sent   = 200 << 10 // each line's, spilled into 256 KiB of chunks: four fit
 	)
-	f := newFixture(t, fixtureOpts{opts: Options{GlobalInboundBytes: budget}, write: 500 * time.Millisecond})
+	// NB: one credential's shares as large as the daemon's budget: this is a test of the latter.
+	f := newFixture(t, fixtureOpts{opts: Options{GlobalInboundBytes: budget, InboundBytesPerCredential: budget,
+		InboundBytesPerRun: budget}, write: 500 * time.Millisecond})
 	s := f.seed()
 	var peak atomic.Int64
 	stop, sampled, in := make(chan struct{}), make(chan struct{}), &f.srv.inBudget
@@ -90,7 +92,7 @@ func TestALineRefusedRoomCostsItsBytes(t *testing.T) {
 		BurstPerCredential: 1 << 20}, write: 100 * time.Millisecond})
 	clock := installPacerClock(f)
 	s := f.seed()
-	f.srv.inBudget.take(wire.DefaultMaxFrame, nil, 0) // another's line holds all of it
+	require.Nil(t, f.srv.inBudget.reserve(wire.DefaultMaxFrame), "another's line holds all of it")
 	clock.freeze()
 	w := f.dial()
 	w.hello(runR, taskP, s.p)
@@ -115,7 +117,7 @@ func TestCloseEndsAReaderWaitingForInboundRoom(t *testing.T) {
 	require.Eventually(t, func() bool { return f.srv.inBudget.inUse() > wire.DefaultMaxFrame/2 }, guard,
 		time.Millisecond)
 	waiter := f.dial()
-	waiter.hello(runR, taskP, s.p)
+	waiter.helloAdmin() // NB: the daemon's budget alone: P's own share would hold P back first
 	go waiter.nc.Write([]byte(`{"id":"p","method":"ping","params":"` + strings.Repeat("x", 100<<10)))
 	require.Eventually(t, func() bool {
 		f.srv.inBudget.mu.Lock()
@@ -135,7 +137,7 @@ func TestInboundShareGivesBackOnce(t *testing.T) {
 	b := &inboundBudget{limit: 1 << 20}
 	for range 200 {
 		done := make(chan struct{})
-		sh := &inboundShare{b: b, done: done, wait: time.Millisecond}
+		sh := &inboundShare{budgets: [maxBudgets]*inboundBudget{b}, done: done, wait: time.Millisecond}
 		var wg sync.WaitGroup
 		wg.Add(2)
 		go func() {
@@ -165,7 +167,7 @@ func TestInboundShareGivesBackOnce(t *testing.T) {
 func TestAHelloWaitsForInboundRoomNoLongerThanItsDeadline(t *testing.T) {
 	f := newFixture(t, fixtureOpts{opts: Options{GlobalInboundBytes: wire.DefaultMaxFrame,
 		HelloTimeout: 200 * time.Millisecond}, write: time.Hour})
-	f.srv.inBudget.take(wire.DefaultMaxFrame, nil, 0) // another's line holds all of it
+	require.Nil(t, f.srv.inBudget.reserve(wire.DefaultMaxFrame), "another's line holds all of it")
 	defer f.srv.inBudget.release(wire.DefaultMaxFrame)
 	c := f.dial()
 	start := time.Now()

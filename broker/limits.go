@@ -38,9 +38,9 @@ func credKey(id identity) string {
 	return id.runID + "\x00" + id.key
 }
 
-// runKey names the run whose shared budgets id's connections count against (OutboundBytesPerRun, RatePerRun): a
-// worker's run; "" for the admin, and for a run's orchestrator, which its workers must not be able to lock out of
-// its own run (as MaxConnsPerRun does not count it either).
+// runKey names the run whose shared budgets id's connections count against (OutboundBytesPerRun, InboundBytesPerRun,
+// RatePerRun): a worker's run; "" for the admin, and for a run's orchestrator, which its workers must not be able to
+// lock out of its own run (as MaxConnsPerRun does not count it either).
 func runKey(id identity) string {
 	if id.role == events.RoleWorker {
 		return id.runID
@@ -48,24 +48,34 @@ func runKey(id identity) string {
 	return ""
 }
 
-// joinBudget returns the outbound budget of k in m, made with limit when k has none, and counts one more
-// connection against it, with s.mu held. A budget is kept while connections count against it (leaveBudget), not
-// for every credential or run that ever had one.
-func joinBudget(m map[string]*outboundBudget, k string, limit int64) *outboundBudget {
+// keyedBudget is a budget of one credential's connections or one run's workers' (outboundBudget, inboundBudget),
+// kept in a map by its key while connections count against it.
+type keyedBudget[B any] interface {
+	*B
+	limitTo(n int64) // sets the limit of a budget just made
+	joined() *int    // the connections counting against it, under the server's mu
+}
+
+// joinBudget returns the budget of k in m, made with limit when k has none, and counts one more connection against
+// it, with s.mu held. A budget is kept while connections count against it (leaveBudget), not for every credential or
+// run that ever had one.
+func joinBudget[B any, P keyedBudget[B]](m map[string]P, k string, limit int64) P {
 	b := m[k]
 	if b == nil {
-		b = &outboundBudget{limit: limit}
+		b = new(B)
+		b.limitTo(limit)
 		m[k] = b
 	}
-	b.conns++
+	*b.joined()++
 	return b
 }
 
-// leaveBudget counts one connection less against the outbound budget of k in m (none: nothing to do), and drops
-// the budget with its last connection, with s.mu held.
-func leaveBudget(m map[string]*outboundBudget, k string) {
+// leaveBudget counts one connection less against the budget of k in m (none: nothing to do), and drops the budget
+// with its last connection, with s.mu held.
+func leaveBudget[B any, P keyedBudget[B]](m map[string]P, k string) {
 	if b := m[k]; b != nil {
-		if b.conns--; b.conns <= 0 {
+		n := b.joined()
+		if *n--; *n <= 0 {
 			delete(m, k)
 		}
 	}

@@ -166,7 +166,7 @@ func TestOptionsValidate(t *testing.T) {
 		require.ErrorContains(t, o.Validate(), "OutboundBytesPerCredential")
 	}
 	d := ok.withDefaults()
-	require.Equal(t, int64(DefaultGlobalOutboundBytes/outboundShares), d.OutboundBytesPerCredential)
+	require.Equal(t, int64(DefaultGlobalOutboundBytes/credentialShares), d.OutboundBytesPerCredential)
 	small := Options{OutboundBytes: 1 << 20, GlobalOutboundBytes: 2 << 20}.withDefaults()
 	require.Equal(t, int64(1<<20), small.OutboundBytesPerCredential, "at least one connection's budget")
 
@@ -184,15 +184,15 @@ func TestOptionsValidate(t *testing.T) {
 		bytes       int64
 		rate, burst int
 	}{
-		{"the defaults", ok, DefaultGlobalOutboundBytes / runOutboundShares, 4 * DefaultRatePerCredential,
+		{"the defaults", ok, DefaultGlobalOutboundBytes / runShares, 4 * DefaultRatePerCredential,
 			4 * DefaultRatePerCredential},
 		{"at least a credential's bytes", Options{GlobalOutboundBytes: 2 * DefaultOutboundBytes},
 			DefaultOutboundBytes, 4 * DefaultRatePerCredential, 4 * DefaultRatePerCredential},
 		{"a burst of at least a second", Options{RatePerCredential: 100, BurstPerCredential: 10},
-			DefaultGlobalOutboundBytes / runOutboundShares, 400, 400},
+			DefaultGlobalOutboundBytes / runShares, 400, 400},
 		{"no pacing per credential, none per run", Options{RatePerCredential: -1},
-			DefaultGlobalOutboundBytes / runOutboundShares, -1, 4},
-		{"saturated", Options{RatePerCredential: math.MaxInt}, DefaultGlobalOutboundBytes / runOutboundShares,
+			DefaultGlobalOutboundBytes / runShares, -1, 4},
+		{"saturated", Options{RatePerCredential: math.MaxInt}, DefaultGlobalOutboundBytes / runShares,
 			math.MaxInt, math.MaxInt},
 	} {
 		d := tc.o.withDefaults()

@@ -49,12 +49,14 @@ const (
 	// DefaultGlobalInboundBytes is the daemon's inbound budget, shared by every connection's reader: 256 lines at the
 	// default frame cap longer than the read-ahead at once, a quarter of the outbound budget.
 	DefaultGlobalInboundBytes = 64 << 20
-	// outboundShares is how many credentials it takes, by default, to hold all of GlobalOutboundBytes: one
-	// credential's connections hold at most GlobalOutboundBytes/outboundShares (OutboundBytesPerCredential).
-	outboundShares = 16
-	// runOutboundShares is how many runs it takes, by default, to hold all of GlobalOutboundBytes: one run's
-	// workers hold at most GlobalOutboundBytes/runOutboundShares (OutboundBytesPerRun).
-	runOutboundShares = 4
+	// credentialShares is how many credentials it takes, by default, to hold all of GlobalOutboundBytes (or
+	// GlobalInboundBytes): one credential's connections hold at most GlobalOutboundBytes/credentialShares
+	// (OutboundBytesPerCredential), its readers GlobalInboundBytes/credentialShares (InboundBytesPerCredential).
+	credentialShares = 16
+	// runShares is how many runs it takes, by default, to hold all of GlobalOutboundBytes (or GlobalInboundBytes):
+	// one run's workers hold at most GlobalOutboundBytes/runShares (OutboundBytesPerRun), their readers
+	// GlobalInboundBytes/runShares (InboundBytesPerRun).
+	runShares = 4
 	// runPaceShares is how many credentials' pace one run's workers get together by default (RatePerRun,
 	// BurstPerRun).
 	runPaceShares = 4
@@ -142,6 +144,20 @@ type Options struct {
 	// as for a line over the cap, without a frame, the line charged as one is. Without it, every connection could
 	// hold a frame's worth of a line it never ends, indefinitely while it holds a subscription.
 	GlobalInboundBytes int64
+	// InboundBytesPerCredential bounds the bytes the readers of all the connections of one credential hold together
+	// in lines longer than their read-ahead (default GlobalInboundBytes/16, at least MaxFrame; at most
+	// GlobalInboundBytes), and InboundBytesPerRun those of all the worker connections of one run, whatever their
+	// credentials (default GlobalInboundBytes/4, at least InboundBytesPerCredential; at most GlobalInboundBytes).
+	// A reader takes a line's bytes from every budget it counts against, or none, and waits for room in all of them
+	// as it does for the daemon's. Without them, the connections of one credential, or the workers of a run that
+	// issues a credential to each of its tasks, that leave lines unfinished could hold all of GlobalInboundBytes,
+	// and every other client's line longer than the read-ahead would wait, and close, until they ended theirs. A
+	// connection counts against them from its hello's answer on: before it, it has no credential, and its line ends
+	// with the hello's deadline. As for the outbound budget, the run's orchestrator is not counted against its
+	// run's (its workers cannot take its room) and the admin's connections against neither: the admin's lines count
+	// against GlobalInboundBytes alone, where it takes sixteen credentials' shares at the defaults to hold it all.
+	InboundBytesPerCredential int64
+	InboundBytesPerRun        int64
 	// RatePerCredential paces each credential but the admin's to that many units per second (a request is one
 	// unit and one more per 4 KiB of its frame, a hello 50; every event events.since reads for it, the one past
 	// its page included, or its subscription reads is one more), with bursts of
@@ -224,6 +240,7 @@ func (o *Options) Validate() error {
 		{"OutboundBytes", int64(o.OutboundBytes)}, {"GlobalOutboundBytes", o.GlobalOutboundBytes},
 		{"OutboundBytesPerCredential", o.OutboundBytesPerCredential}, {"OutboundBytesPerRun", o.OutboundBytesPerRun},
 		{"GlobalInboundBytes", o.GlobalInboundBytes},
+		{"InboundBytesPerCredential", o.InboundBytesPerCredential}, {"InboundBytesPerRun", o.InboundBytesPerRun},
 		{"BurstPerCredential", int64(o.BurstPerCredential)}, {"BurstPerRun", int64(o.BurstPerRun)},
 	} {
 		if f.v < 0 {
@@ -242,15 +259,23 @@ func (o *Options) Validate() error {
 	if d := o.withDefaults(); d.GlobalInboundBytes < int64(d.MaxFrame) {
 		add("GlobalInboundBytes %d must be at least MaxFrame %d", d.GlobalInboundBytes, d.MaxFrame)
 	}
-	if d := o.withDefaults(); o.OutboundBytesPerCredential > 0 &&
-		(d.OutboundBytesPerCredential < int64(d.OutboundBytes) || d.OutboundBytesPerCredential > d.GlobalOutboundBytes) {
-		add("OutboundBytesPerCredential %d must be within OutboundBytes %d..GlobalOutboundBytes %d",
-			d.OutboundBytesPerCredential, d.OutboundBytes, d.GlobalOutboundBytes)
-	}
-	if d := o.withDefaults(); o.OutboundBytesPerRun > 0 &&
-		(d.OutboundBytesPerRun < d.OutboundBytesPerCredential || d.OutboundBytesPerRun > d.GlobalOutboundBytes) {
-		add("OutboundBytesPerRun %d must be within OutboundBytesPerCredential %d..GlobalOutboundBytes %d",
-			d.OutboundBytesPerRun, d.OutboundBytesPerCredential, d.GlobalOutboundBytes)
+	d := o.withDefaults()
+	for _, sh := range []struct {
+		name, floorName, globalName string
+		set, v, floor, global       int64
+	}{
+		{"OutboundBytesPerCredential", "OutboundBytes", "GlobalOutboundBytes", o.OutboundBytesPerCredential,
+			d.OutboundBytesPerCredential, int64(d.OutboundBytes), d.GlobalOutboundBytes},
+		{"OutboundBytesPerRun", "OutboundBytesPerCredential", "GlobalOutboundBytes", o.OutboundBytesPerRun,
+			d.OutboundBytesPerRun, d.OutboundBytesPerCredential, d.GlobalOutboundBytes},
+		{"InboundBytesPerCredential", "MaxFrame", "GlobalInboundBytes", o.InboundBytesPerCredential,
+			d.InboundBytesPerCredential, int64(d.MaxFrame), d.GlobalInboundBytes},
+		{"InboundBytesPerRun", "InboundBytesPerCredential", "GlobalInboundBytes", o.InboundBytesPerRun,
+			d.InboundBytesPerRun, d.InboundBytesPerCredential, d.GlobalInboundBytes},
+	} {
+		if sh.set > 0 && (sh.v < sh.floor || sh.v > sh.global) {
+			add("%s %d must be within %s %d..%s %d", sh.name, sh.v, sh.floorName, sh.floor, sh.globalName, sh.global)
+		}
 	}
 	if wire.UTF16Len(o.SessionID) > maxSessionID {
 		add("SessionID must be at most %d chars", maxSessionID)
@@ -293,6 +318,10 @@ func (o Options) withDefaults() Options {
 	o.OutboundBytesPerRun = orDefault(o.OutboundBytesPerRun,
 		DefaultOutboundBytesPerRun(o.GlobalOutboundBytes, o.OutboundBytesPerCredential))
 	o.GlobalInboundBytes = orDefault(o.GlobalInboundBytes, DefaultGlobalInboundBytes)
+	o.InboundBytesPerCredential = orDefault(o.InboundBytesPerCredential,
+		DefaultInboundBytesPerCredential(o.GlobalInboundBytes, o.MaxFrame))
+	o.InboundBytesPerRun = orDefault(o.InboundBytesPerRun,
+		DefaultInboundBytesPerRun(o.GlobalInboundBytes, o.InboundBytesPerCredential))
 	o.RatePerCredential = orDefault(o.RatePerCredential, DefaultRatePerCredential)
 	o.BurstPerCredential = orDefault(o.BurstPerCredential, max(o.RatePerCredential, 1))
 	o.RatePerRun = orDefault(o.RatePerRun, DefaultRatePerRun(o.RatePerCredential))
@@ -307,13 +336,30 @@ func (o Options) withDefaults() Options {
 // DefaultOutboundBytesPerCredential is OutboundBytesPerCredential's default for a daemon's outbound budget of
 // global bytes and a connection's of perConn: a sixteenth of global, at least perConn, at most global.
 func DefaultOutboundBytesPerCredential(global int64, perConn int) int64 {
-	return min(max(global/outboundShares, int64(perConn)), global)
+	return shareOf(global, credentialShares, int64(perConn))
 }
 
 // DefaultOutboundBytesPerRun is OutboundBytesPerRun's default for a daemon's outbound budget of global bytes and a
 // credential's of perCred: a quarter of global, at least perCred, at most global.
 func DefaultOutboundBytesPerRun(global, perCred int64) int64 {
-	return min(max(global/runOutboundShares, perCred), global)
+	return shareOf(global, runShares, perCred)
+}
+
+// DefaultInboundBytesPerCredential is InboundBytesPerCredential's default for a daemon's inbound budget of global
+// bytes and a frame cap of maxFrame: a sixteenth of global, at least maxFrame, at most global.
+func DefaultInboundBytesPerCredential(global int64, maxFrame int) int64 {
+	return shareOf(global, credentialShares, int64(maxFrame))
+}
+
+// DefaultInboundBytesPerRun is InboundBytesPerRun's default for a daemon's inbound budget of global bytes and a
+// credential's of perCred: a quarter of global, at least perCred, at most global.
+func DefaultInboundBytesPerRun(global, perCred int64) int64 {
+	return shareOf(global, runShares, perCred)
+}
+
+// shareOf is one of shares parts of global, at least floor, at most global.
+func shareOf(global int64, shares int, floor int64) int64 {
+	return min(max(global/int64(shares), floor), global)
 }
 
 // DefaultRatePerRun is RatePerRun's default for a credential's rate of perCred units per second: four times it, or

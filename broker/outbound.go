@@ -55,6 +55,9 @@ type outboundBudget struct {
 	conns int // the connections counting against a credential's or a run's, under the server's mu (joinBudget)
 }
 
+func (b *outboundBudget) limitTo(n int64) { b.limit = n }
+func (b *outboundBudget) joined() *int    { return &b.conns }
+
 // reserve counts n bytes if they fit within the limit.
 func (b *outboundBudget) reserve(n int) bool {
 	for {

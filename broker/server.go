@@ -80,6 +80,8 @@ type Server struct {
 	reads     *turns.PerKey              // page reads in progress, MaxReadsPerCredential at most
 	credOut   map[string]*outboundBudget // outbound bytes of the credential's connections (OutboundBytesPerCredential)
 	runOut    map[string]*outboundBudget // outbound bytes of the run's workers' connections (OutboundBytesPerRun)
+	credIn    map[string]*inboundBudget  // long lines' bytes of the credential's readers (InboundBytesPerCredential)
+	runIn     map[string]*inboundBudget  // long lines' bytes of the run's workers' readers (InboundBytesPerRun)
 	// Places (claimPlace): connections whose hello authenticated, waiting for their pace or bound, but the admin's.
 	places   int            // at most MaxConns
 	workers  int            // those of workers, at most MaxConns-ReservedConns
@@ -130,7 +132,8 @@ func New(eng *commands.Engine, log *eventlog.Log, opts Options) (*Server, error)
 		byBox: make(map[mailboxKey]map[*conn]struct{}), credConns: make(map[string]int),
 		credWaits: make(map[string]int), credSubs: make(map[string]int), pending: make(map[int]int),
 		reads: turns.New(o.MaxReadsPerCredential), credOut: make(map[string]*outboundBudget),
-		runOut: make(map[string]*outboundBudget), runConns: make(map[string]int),
+		runOut: make(map[string]*outboundBudget), credIn: make(map[string]*inboundBudget),
+		runIn: make(map[string]*inboundBudget), runConns: make(map[string]int),
 		pacer:     newPacer(o.RatePerCredential, o.BurstPerCredential, o.RatePerRun, o.BurstPerRun),
 		serveDone: make(chan struct{}), closed: make(chan struct{}),
 	}
@@ -303,11 +306,14 @@ func (s *Server) bindAt(c *conn, id identity, head uint64, ack []byte) *wire.Err
 		id.since = head // NB: the state the bind checked the credential on
 	}
 	c.id, c.bound, c.boundAt = id, true, head
+	// NB: the reader is between two lines (this is its hello's answer): it holds nothing to count against them.
 	if k := credKey(id); k != "" {
 		c.out.share(joinBudget(s.credOut, k, s.opts.OutboundBytesPerCredential))
+		c.in.share(joinBudget(s.credIn, k, s.opts.InboundBytesPerCredential))
 	}
 	if rk := runKey(id); rk != "" {
 		c.out.share(joinBudget(s.runOut, rk, s.opts.OutboundBytesPerRun))
+		c.in.share(joinBudget(s.runIn, rk, s.opts.InboundBytesPerRun))
 	}
 	if id.runID == "" {
 		return nil
@@ -370,9 +376,12 @@ func (s *Server) forget(c *conn) identity {
 	s.helloDone(c)
 	if c.bound {
 		k := credKey(c.id)
-		// NB: the connection's bytes are released from these budgets when close drops its queue, right after.
+		// NB: the connection's bytes are released from these budgets when close drops its queue and its reader's
+		// share, right after.
 		leaveBudget(s.credOut, k)
 		leaveBudget(s.runOut, runKey(c.id))
+		leaveBudget(s.credIn, k)
+		leaveBudget(s.runIn, runKey(c.id))
 		if c.subCounted {
 			decrement(s.credSubs, k)
 			c.subCounted = false // NB: a subscription ending with a resync after this gives nothing back again

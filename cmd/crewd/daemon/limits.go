@@ -26,6 +26,8 @@ type Limits struct {
 	OutboundBytesPerCredential    int
 	OutboundBytesPerRun           int
 	GlobalInboundBytes            int
+	InboundBytesPerCredential     int
+	InboundBytesPerRun            int
 	RatePerCredential             int // 0: no pacing
 	BurstPerCredential            int
 	RatePerRun                    int // 0: no pacing per run
@@ -54,6 +56,8 @@ var limitOptions = []option{
 	{"global-outbound-bytes", kindInt, "BYTES", "bytes queued or being written to all connections together, at least outbound-bytes", fixed(strconv.Itoa(broker.DefaultGlobalOutboundBytes))},
 	{"outbound-bytes-per-credential", kindIntOrAuto, "BYTES|auto", "bytes queued or being written to the connections of one token together, outbound-bytes..global-outbound-bytes, so a token whose connections read nothing cannot hold every other client's budget; auto: a sixteenth of global-outbound-bytes, at least outbound-bytes", fixed("auto")},
 	{"global-inbound-bytes", kindInt, "BYTES", "bytes all connections' readers hold together in requests longer than 4 KiB they have not ended, at least max-frame; a reader without room reads no more and waits up to 10s, then its connection is closed as for a request over max-frame", fixed(strconv.Itoa(broker.DefaultGlobalInboundBytes))},
+	{"inbound-bytes-per-credential", kindIntOrAuto, "BYTES|auto", "bytes the readers of the connections of one token hold together in requests longer than 4 KiB they have not ended, max-frame..global-inbound-bytes, so a token whose requests never end cannot hold every other client's budget (the admin's count against global-inbound-bytes alone); auto: a sixteenth of global-inbound-bytes, at least max-frame", fixed("auto")},
+	{"inbound-bytes-per-run", kindIntOrAuto, "BYTES|auto", "bytes the readers of the worker connections of one run hold together in requests longer than 4 KiB they have not ended, whatever their tokens (its orchestrator's not counted), inbound-bytes-per-credential..global-inbound-bytes, so a run that issues a token to every task cannot hold every other run's budget; auto: a quarter of global-inbound-bytes, at least inbound-bytes-per-credential", fixed("auto")},
 	{"rate-per-credential", kindInt, "N", fmt.Sprintf("units per second one token is served (a request, and one more per 4 KiB of it; a hello 50; an event events.since or a subscription reads; a read-only token's dashboard read or stream opened, and one more per event it reads of a finished run read back, a page of events, a stream's replay or live events or a past rebuilt, and per 4 KiB of run summaries read from disk or fields searched), 0..%d; beyond it its requests wait; 0: no pacing", maxLimit), fixed(strconv.Itoa(broker.DefaultRatePerCredential))},
 	{"burst-per-credential", kindInt, "N", fmt.Sprintf("units one token may use at once above its rate, 1..%d", maxLimit), fixed(strconv.Itoa(broker.DefaultRatePerCredential))},
 	{"outbound-bytes-per-run", kindIntOrAuto, "BYTES|auto", "bytes queued or being written to the worker connections of one run together, whatever their tokens (its orchestrator's not counted), outbound-bytes-per-credential..global-outbound-bytes, so a run that issues a token to every task cannot hold every other run's budget; auto: a quarter of global-outbound-bytes, at least outbound-bytes-per-credential", fixed("auto")},
@@ -106,10 +110,18 @@ func loadLimits(maxFrame int, integer func(name string, lo, hi int) int, duratio
 	}
 	l.OutboundBytesPerCredential = bytesWithin(str, integer, "outbound-bytes-per-credential",
 		int(broker.DefaultOutboundBytesPerCredential(int64(l.GlobalOutboundBytes), l.OutboundBytes)),
-		"outbound-bytes", l.OutboundBytes, l.GlobalOutboundBytes, fail)
+		"outbound-bytes", l.OutboundBytes, "global-outbound-bytes", l.GlobalOutboundBytes, fail)
 	l.OutboundBytesPerRun = bytesWithin(str, integer, "outbound-bytes-per-run",
 		int(broker.DefaultOutboundBytesPerRun(int64(l.GlobalOutboundBytes), int64(l.OutboundBytesPerCredential))),
-		"outbound-bytes-per-credential", l.OutboundBytesPerCredential, l.GlobalOutboundBytes, fail)
+		"outbound-bytes-per-credential", l.OutboundBytesPerCredential, "global-outbound-bytes", l.GlobalOutboundBytes,
+		fail)
+	l.InboundBytesPerCredential = bytesWithin(str, integer, "inbound-bytes-per-credential",
+		int(broker.DefaultInboundBytesPerCredential(int64(l.GlobalInboundBytes), maxFrame)),
+		"max-frame", maxFrame, "global-inbound-bytes", l.GlobalInboundBytes, fail)
+	l.InboundBytesPerRun = bytesWithin(str, integer, "inbound-bytes-per-run",
+		int(broker.DefaultInboundBytesPerRun(int64(l.GlobalInboundBytes), int64(l.InboundBytesPerCredential))),
+		"inbound-bytes-per-credential", l.InboundBytesPerCredential, "global-inbound-bytes", l.GlobalInboundBytes,
+		fail)
 	l.RatePerRun = intOrAuto(str, integer, "rate-per-run", 0, broker.DefaultRatePerRun(l.RatePerCredential))
 	l.BurstPerRun = intOrAuto(str, integer, "burst-per-run", 1,
 		broker.DefaultBurstPerRun(l.BurstPerCredential, l.RatePerRun))
@@ -117,16 +129,16 @@ func loadLimits(maxFrame int, integer func(name string, lo, hi int) int, duratio
 }
 
 // bytesWithin reads the byte budget option name, auto when it is "auto", else within the option floorName's value
-// floor..global-outbound-bytes (0 is the broker's default).
+// floor..the option globalName's value global (0 is the broker's default).
 func bytesWithin(str func(name string) (text, src string), integer func(name string, lo, hi int) int, name string,
-	auto int, floorName string, floor, global int, fail func(format string, args ...any)) int {
+	auto int, floorName string, floor int, globalName string, global int, fail func(format string, args ...any)) int {
 	if text, _ := str(name); text == "auto" {
 		return auto
 	}
 	n := integer(name, 1, 1<<40)
 	if n > 0 && (n < floor || n > global) {
 		_, src := str(name)
-		fail("%s: %d must be within %s %d..global-outbound-bytes %d", src, n, floorName, floor, global)
+		fail("%s: %d must be within %s %d..%s %d", src, n, floorName, floor, globalName, global)
 	}
 	return n
 }
@@ -159,6 +171,8 @@ func (l Limits) apply(o *broker.Options) {
 	o.OutboundBytesPerCredential = int64(l.OutboundBytesPerCredential)
 	o.OutboundBytesPerRun = int64(l.OutboundBytesPerRun)
 	o.GlobalInboundBytes = int64(l.GlobalInboundBytes)
+	o.InboundBytesPerCredential = int64(l.InboundBytesPerCredential)
+	o.InboundBytesPerRun = int64(l.InboundBytesPerRun)
 	o.RatePerCredential, o.BurstPerCredential = l.RatePerCredential, l.BurstPerCredential
 	if l.RatePerCredential == 0 {
 		o.RatePerCredential = -1 // the broker reads 0 as "its default"

@@ -16,7 +16,7 @@ var defaultLimits = Limits{
 	MaxWaitsPerConn: 16, MaxWaitsPerCredential: 64, MaxSubscriptionsPerCredential: 16, MaxReadsPerCredential: 2,
 	OutboundBytes: 4 << 20, GlobalOutboundBytes: 256 << 20, OutboundBytesPerCredential: 16 << 20, RatePerCredential: 5000,
 	BurstPerCredential: 5000, OutboundBytesPerRun: 64 << 20, RatePerRun: 20000, BurstPerRun: 20000,
-	GlobalInboundBytes: 64 << 20,
+	GlobalInboundBytes: 64 << 20, InboundBytesPerCredential: 4 << 20, InboundBytesPerRun: 16 << 20,
 }
 
 // TestLimitDefaultsAreTheBrokers: crewd's defaults are the broker's own, so a daemon without flags behaves as
@@ -31,6 +31,10 @@ func TestLimitDefaultsAreTheBrokers(t *testing.T) {
 	require.Equal(t, broker.DefaultIdleTimeout, o.IdleTimeout)
 	require.Equal(t, int64(broker.DefaultGlobalOutboundBytes), o.GlobalOutboundBytes)
 	require.Equal(t, int64(broker.DefaultGlobalInboundBytes), o.GlobalInboundBytes)
+	require.Equal(t, broker.DefaultInboundBytesPerCredential(o.GlobalInboundBytes, c.MaxFrame),
+		o.InboundBytesPerCredential)
+	require.Equal(t, broker.DefaultInboundBytesPerRun(o.GlobalInboundBytes, o.InboundBytesPerCredential),
+		o.InboundBytesPerRun)
 	require.Equal(t, broker.DefaultOutboundBytesPerCredential(broker.DefaultGlobalOutboundBytes, broker.DefaultOutboundBytes),
 		o.OutboundBytesPerCredential)
 	require.Equal(t, broker.DefaultRatePerCredential, o.RatePerCredential)
@@ -48,7 +52,7 @@ func TestLimitFlags(t *testing.T) {
 	require.Equal(t, Limits{MaxConns: 100, MaxConnsPerCredential: 5, MaxConnsPerRun: 50, MaxPendingPerProcess: 7, MaxWaitsPerConn: 2,
 		MaxWaitsPerCredential: 3, MaxSubscriptionsPerCredential: 4, MaxReadsPerCredential: 3, OutboundBytes: 65536, GlobalOutboundBytes: 1 << 20,
 		OutboundBytesPerCredential: 65536, BurstPerCredential: 7, OutboundBytesPerRun: 1 << 18, BurstPerRun: 28,
-		GlobalInboundBytes: 64 << 20}, c.Limits)
+		GlobalInboundBytes: 64 << 20, InboundBytesPerCredential: 4 << 20, InboundBytesPerRun: 16 << 20}, c.Limits)
 	var o broker.Options
 	c.Limits.apply(&o)
 	require.Equal(t, 7, o.MaxPendingPerPeer)
@@ -103,6 +107,74 @@ func TestGlobalInboundBytes(t *testing.T) {
 			"--global-inbound-bytes: 262143 must be at least max-frame 262144"},
 		{"a config word", []string{"--config", writeFile(t, "iw.json", `{"global-inbound-bytes": "lots"}`)},
 			"global-inbound-bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(tc.args, homeEnv)
+			require.ErrorContains(t, err, tc.err)
+		})
+	}
+}
+
+// TestInboundShares: one token's and one run's shares of the inbound budget, by flag or config key: auto (a
+// sixteenth of the global budget, at least max-frame; a quarter, at least a token's) follows the settings given; a
+// number is taken within max-frame..global-inbound-bytes (a run's: inbound-bytes-per-credential..), and anything
+// else is refused naming the setting.
+func TestInboundShares(t *testing.T) {
+	type shares struct{ cred, run int }
+	for _, tc := range []struct {
+		name string
+		args []string
+		want shares
+	}{
+		{"default", nil, shares{4 << 20, 16 << 20}},
+		{"auto follows the global budget", []string{"--global-inbound-bytes", "1073741824"}, shares{64 << 20, 256 << 20}},
+		{"auto is at least max-frame", []string{"--global-inbound-bytes", "1048576"}, shares{256 << 10, 256 << 10}},
+		{"auto is at least a larger max-frame", []string{"--max-frame", "1048576", "--outbound-bytes", "4194304",
+			"--global-inbound-bytes", "2097152"}, shares{1 << 20, 1 << 20}},
+		{"a run's auto is at least a token's", []string{"--inbound-bytes-per-credential", "33554432"},
+			shares{32 << 20, 32 << 20}},
+		{"auto by name", []string{"--inbound-bytes-per-credential", "auto", "--inbound-bytes-per-run", "auto"},
+			shares{4 << 20, 16 << 20}},
+		{"flags", []string{"--inbound-bytes-per-credential", "1048576", "--inbound-bytes-per-run", "2097152"},
+			shares{1 << 20, 2 << 20}},
+		{"the whole global budget", []string{"--inbound-bytes-per-credential", "67108864",
+			"--inbound-bytes-per-run", "67108864"}, shares{64 << 20, 64 << 20}},
+		{"config keys", []string{"--config", writeFile(t, "in.json",
+			`{"inbound-bytes-per-credential": 2097152, "inbound-bytes-per-run": "auto"}`)}, shares{2 << 20, 16 << 20}},
+		{"the flag over the file", []string{"--config", writeFile(t, "inf.json", `{"inbound-bytes-per-run": 8388608}`),
+			"--inbound-bytes-per-run", "33554432"}, shares{4 << 20, 32 << 20}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(tc.args, homeEnv)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, shares{c.Limits.InboundBytesPerCredential, c.Limits.InboundBytesPerRun})
+			o := broker.Options{SocketPath: "/tmp/c.sock", ServerKey: make([]byte, broker.MinServerKeyLen),
+				MaxFrame: c.MaxFrame}
+			c.Limits.apply(&o)
+			require.Equal(t, int64(tc.want.cred), o.InboundBytesPerCredential)
+			require.Equal(t, int64(tc.want.run), o.InboundBytesPerRun)
+			require.NoError(t, o.Validate(), "the broker takes it")
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		err  string
+	}{
+		{"zero", []string{"--inbound-bytes-per-credential", "0"},
+			"--inbound-bytes-per-credential: 0 is outside 1..1099511627776"},
+		{"a word", []string{"--inbound-bytes-per-run", "lots"}, `--inbound-bytes-per-run: "lots" is not an integer`},
+		{"a token's below max-frame", []string{"--inbound-bytes-per-credential", "262143"},
+			"--inbound-bytes-per-credential: 262143 must be within max-frame 262144..global-inbound-bytes 67108864"},
+		{"a token's above the global budget", []string{"--inbound-bytes-per-credential", "67108865"},
+			"--inbound-bytes-per-credential: 67108865 must be within max-frame 262144..global-inbound-bytes 67108864"},
+		{"a run's below a token's", []string{"--inbound-bytes-per-run", "2097152"},
+			"--inbound-bytes-per-run: 2097152 must be within inbound-bytes-per-credential 4194304..global-inbound-bytes 67108864"},
+		{"a run's above a config file's global budget", []string{"--config", writeFile(t, "ig.json",
+			`{"global-inbound-bytes": 8388608, "inbound-bytes-per-run": 16777216}`)},
+			"16777216 must be within inbound-bytes-per-credential 524288..global-inbound-bytes 8388608"},
+		{"a config boolean", []string{"--config", writeFile(t, "ib.json", `{"inbound-bytes-per-credential": true}`)},
+			`inbound-bytes-per-credential: must be a number or "auto"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Load(tc.args, homeEnv)
