@@ -154,9 +154,10 @@
 //     admission or settlement, or a question line, whose taskId is no task
 //     of tasks.json (pi-crew's broker writes one only for a task it found
 //     there: a workflow task or a shadow) is skipped and reported, as a
-//     task event's is, and so is a steering line of a task tasks.json
-//     lacks (crewlog's steer.push refuses one); a delegation's request or rejection (written before
-//     the broker looks the task up) is imported as it is;
+//     task event's is, and so is a steering line, or a line of the inbox, of
+//     a task tasks.json lacks (crewlog's steer.push and msg.send refuse
+//     one); a delegation's request or rejection (written before the broker
+//     looks the task up) is imported as it is;
 //     an allocation with a count below zero, a spend above 2^40 or a grant
 //     above 2^53 (the budgetTotal a grant is seeded from) is left out, and an
 //     admission reserving less than nothing, or more than 2^40, is skipped,

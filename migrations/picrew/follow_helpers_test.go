@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -404,4 +405,35 @@ func (s *source) readRuns() ([]*run, error) {
 		}
 	}
 	return runs, nil
+}
+
+// requireTaskAddedWhileListingIsRead follows root (runningPlanRun's run A) with a follower whose second pass, after
+// it read tasks.json, lists the directory dir (made first): add adds a task of the run and writes a line of it in
+// dir then, as pi-crew may between the two reads, and returns the id of the write the line makes. It requires that
+// the follower made that write, reported no line as naming no task of tasks.json, and holds what a one-shot import of
+// the files holds.
+func requireTaskAddedWhileListingIsRead(t *testing.T, root, dir string, add func() string) {
+	t.Helper()
+	sink := newMemSink()
+	_, pass, reported := stepFollower(t, root, sink)
+	pass()
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	list := readDir
+	want := ""
+	readDir = func(cr *crewRoot, p string) ([]os.DirEntry, error) {
+		if p == dir && want == "" {
+			want = add()
+		}
+		return list(cr, p)
+	}
+	t.Cleanup(func() { readDir = list })
+	pass()
+	readDir = list
+	pass()
+	require.NotEmpty(t, want, "the pass listed %s", dir)
+	require.Contains(t, mustImported(sink), want)
+	for _, s := range *reported {
+		require.NotContains(t, s.Reason, "not a task of tasks.json")
+	}
+	requireCopy(t, root, sink, copyOf{live: true})
 }

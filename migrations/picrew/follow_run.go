@@ -887,6 +887,25 @@ func lacksTask(p *planner, ev *teamEvent) bool {
 	return err == nil && d.SubID != "" && p.tasks[d.SubID] == nil
 }
 
+// holdsForTasks reports whether a line naming a task the tasks read lack (lacks) waits for a later pass: it reads
+// tasks.json again first, once a read of the file, and the line waits while tasks.json cannot be read. NB: pi-crew
+// adds a task to tasks.json (a shadow, a workflow task) before it appends a line naming it, and the pass read
+// tasks.json before this file: a task added, and its line appended, between the two reads had the line skipped for
+// good (an admission recorded without its shadow's title and cwd). Read again after the line was, tasks.json holds
+// the task; once a read of the file, as every line of it was read by then. Nor is the line taken for one naming no
+// task while tasks.json cannot be read (a failing disk): a follower starting then, which had read no task, skipped
+// every task line it read for good. It waits, with the lines after it, for a pass that reads tasks.json.
+func (f *Follower) holdsForTasks(r *runFollower, lacks func() bool) bool {
+	if !lacks() {
+		return false
+	}
+	if !r.tasksReread {
+		r.tasksReread = true
+		f.readTasks(r)
+	}
+	return r.tasksFailed && lacks()
+}
+
 // liveFile reports whether a followed file of kind and name is one pi-crew rotates to archives: events.jsonl, a
 // mailbox's inbox.jsonl or outbox.jsonl.
 func liveFile(kind fileKind, name string) bool {
@@ -922,22 +941,8 @@ func (f *Follower) planLine(r *runFollower, t *tailState, l line, read int64, re
 			s.skip(r.id, t.rel, l.n, r.maxSeq+1, "seq %d..%d missing (compacted or a failed append)",
 				r.maxSeq+1, seq-1)
 		}
-		if !replay && lacksTask(p, &ev) {
-			// NB: pi-crew adds a task to tasks.json (a shadow, a workflow task) before it appends a line naming it,
-			// and the pass read tasks.json before this file: a task added, and its line appended, between the two
-			// reads had the line skipped for good (an admission recorded without its shadow's title and cwd). Read
-			// again after the line was, tasks.json holds the task; once a read of the file, as every line of it was
-			// read by then.
-			if !r.tasksReread {
-				r.tasksReread = true
-				f.readTasks(r)
-			}
-			// NB: nor is the line taken for one naming no task while tasks.json cannot be read (a failing disk): a
-			// follower starting then, which had read no task, skipped every task line it read for good. It waits,
-			// with the lines after it, for a pass that reads tasks.json.
-			if r.tasksFailed && lacksTask(p, &ev) {
-				return false
-			}
+		if !replay && f.holdsForTasks(r, func() bool { return lacksTask(p, &ev) }) {
+			return false
 		}
 		r.seqs[seq] = true
 		r.maxSeq = max(r.maxSeq, seq)
@@ -945,6 +950,15 @@ func (f *Follower) planLine(r *runFollower, t *tailState, l line, read int64, re
 	case mailboxFile:
 		m, ok := s.parseMessage(r.id, t.rel, l.n, b)
 		if !ok {
+			return true
+		}
+		// NB: the inbox of a task the tasks read lack is skipped (inboxOfNoTask), and pi-crew adds a task before it
+		// writes to it.
+		to := recipient(m)
+		if !replay && f.holdsForTasks(r, func() bool { return to != events.RunInbox && p.tasks[to] == nil }) {
+			return false
+		}
+		if s.inboxOfNoTask(r.id, l.n, m, p.tasks[to] != nil) {
 			return true
 		}
 		if first, planned := p.msgs[m.ID]; planned {
@@ -974,17 +988,9 @@ func (f *Follower) planLine(r *runFollower, t *tailState, l line, read int64, re
 		if r.steers[key] {
 			return true
 		}
-		if !replay && p.tasks[st.taskID] == nil {
-			// NB: the steer of a task tasks.json lacks is skipped (steer), and pi-crew adds a task before it steers
-			// it: read again, as for an event line naming a task the tasks read lack, and waiting while tasks.json
-			// cannot be read.
-			if !r.tasksReread {
-				r.tasksReread = true
-				f.readTasks(r)
-			}
-			if r.tasksFailed && p.tasks[st.taskID] == nil {
-				return false
-			}
+		// NB: the steer of a task tasks.json lacks is skipped (steer), and pi-crew adds a task before it steers it.
+		if !replay && f.holdsForTasks(r, func() bool { return p.tasks[st.taskID] == nil }) {
+			return false
 		}
 		if st.ID != "" && !p.msgIDs[st.ID] && !replay {
 			// pi-crew's broker appends the steer's mailbox message first: a steering line whose message is not read

@@ -420,7 +420,7 @@ func (s *source) readRun(id, dir string) *run {
 		s.skip(id, s.rel(dir), 0, 0, "%s", reason)
 	})...)
 	r.events = s.readEvents(id, eventFiles)
-	r.messages = s.readMessages(id, mailFiles)
+	r.messages = s.readMessages(id, mailFiles, r.tasks)
 	dp := filepath.Join(dir, "mailbox", "delivery.json")
 	if b, _, err := s.files().readFile(dp); err == nil {
 		if d, ok := s.parseDelivery(id, s.rel(dp), b); ok {
@@ -855,13 +855,19 @@ func liveMailboxFile(name string) bool {
 	return name == "inbox.jsonl" || name == "outbox.jsonl"
 }
 
-func (s *source) readMessages(id string, files []string) []message {
+// readMessages reads the mailbox files of run id, whose tasks.json holds tasks: each message once, the first line
+// of its id standing (messageAgain), a line of the inbox of a task tasks.json lacks skipped (inboxOfNoTask) first.
+func (s *source) readMessages(id string, files []string, tasks []task) []message {
+	has := make(map[string]bool, len(tasks))
+	for _, t := range tasks {
+		has[t.ID] = true
+	}
 	var out []message
 	seen := map[string]int{} // message id → its index in out
 	for _, f := range files {
 		s.readLines(id, f, func(line int, b []byte) {
 			m, ok := s.parseMessage(id, s.rel(f), line, b)
-			if !ok {
+			if !ok || s.inboxOfNoTask(id, line, m, has[recipient(m)]) {
 				return
 			}
 			if i, dup := seen[m.ID]; dup {
@@ -874,6 +880,23 @@ func (s *source) readMessages(id string, files []string) []message {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt.ms < out[j].CreatedAt.ms })
 	return out
+}
+
+// inboxOfNoTask reports whether m, a message of line line of run id, is in the inbox of a task tasks.json lacks
+// (known: tasks.json has the task of its mailbox), and reports it so: it is then skipped. NB: crewlog's msg.send
+// appends to the mailbox of a task of its run or to the run's inbox, and pi-crew's broker writes the inbox of a task
+// it found in tasks.json; recorded, the message, and its delivery states, were in the mailbox of a task the run does
+// not have. Skipped before its id is taken (messageAgain), as a line of no message is: a line of a task of
+// tasks.json under its id is the message. The run's inbox and the outboxes (the run's inbox too: recipient) are no
+// task's.
+func (s *source) inboxOfNoTask(id string, line int, m message, known bool) bool {
+	to := recipient(m)
+	if to == events.RunInbox || known {
+		return false
+	}
+	s.skip(id, m.rel, line, 0, "message %s is in the inbox of task %q, not a task of tasks.json: skipped", clip(m.ID),
+		clip(to))
+	return true
 }
 
 // messageAgain reports m, a message of line line of run id under the id of first, read before it, unless it is the

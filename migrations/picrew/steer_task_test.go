@@ -48,33 +48,12 @@ func TestASteeringFileOfNoTaskIsSkipped(t *testing.T) {
 // the tasks read lack, as for an event line, so the line is imported as the one-shot import of the same files does.
 func TestFollowerReadsATaskAddedBeforeItsSteeringFileIsListed(t *testing.T) {
 	root, r := runningPlanRun(t)
-	sink := newMemSink()
-	_, pass, reported := stepFollower(t, root.Dir, sink)
-	pass()
-
 	steering := filepath.Join(root.Dir, "artifacts", runA, "steering")
-	require.NoError(t, os.MkdirAll(steering, 0o755))
-	list := readDir
-	added := false
-	readDir = func(cr *crewRoot, p string) ([]os.DirEntry, error) {
-		if p == steering && !added {
-			// After the pass read tasks.json: pi-crew adds the task, then steers it (a line without an id, which
-			// waits for no mailbox message).
-			added = true
-			require.NoError(t, r.AddTask("02_exec", "executor"))
-			require.NoError(t, os.WriteFile(filepath.Join(steering, "02_exec.jsonl"),
-				[]byte(`{"type":"steer","message":"look again","ts":1790928000000}`+"\n"), 0o644))
-		}
-		return list(cr, p)
-	}
-	t.Cleanup(func() { readDir = list })
-	pass()
-	readDir = list
-	pass()
-	require.True(t, added, "the pass listed the steering files")
-	require.Contains(t, mustImported(sink), "import:"+runA+":steer:02_exec:steer_import_02_exec_1")
-	for _, s := range *reported {
-		require.NotContains(t, s.Reason, "not a task of tasks.json")
-	}
-	requireCopy(t, root.Dir, sink, copyOf{live: true})
+	requireTaskAddedWhileListingIsRead(t, root.Dir, steering, func() string {
+		// pi-crew adds the task, then steers it (a line without an id, which waits for no mailbox message).
+		require.NoError(t, r.AddTask("02_exec", "executor"))
+		require.NoError(t, os.WriteFile(filepath.Join(steering, "02_exec.jsonl"),
+			[]byte(`{"type":"steer","message":"look again","ts":1790928000000}`+"\n"), 0o644))
+		return "import:" + runA + ":steer:02_exec:steer_import_02_exec_1"
+	})
 }

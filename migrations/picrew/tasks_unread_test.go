@@ -74,7 +74,8 @@ func TestATasksFileNotReadLeavesTheRunWithoutTasks(t *testing.T) {
 // of tasks.json, where the one-shot import of the same files, which does not import a run it cannot read whole,
 // records it once it can. A line naming a task the tasks read lack waits, with the lines after it, while tasks.json
 // cannot be read, and is read once it can. So does a steering line of a task the tasks read lack, which is skipped
-// (TestASteeringFileOfNoTaskIsSkipped): every steer of the run was lost.
+// (TestASteeringFileOfNoTaskIsSkipped): every steer of the run was lost; and so does a line of a task's inbox
+// (TestATaskMailboxOfNoTaskIsSkipped).
 func TestFollowerStartingWhileTasksCannotBeReadHoldsTheTaskLines(t *testing.T) {
 	for what, write := range map[string]func(r *picrewtest.Run) error{
 		"an event line": func(r *picrewtest.Run) error {
@@ -82,6 +83,10 @@ func TestFollowerStartingWhileTasksCannotBeReadHoldsTheTaskLines(t *testing.T) {
 			return err
 		},
 		"a steering line": func(r *picrewtest.Run) error { return r.Steer("01_plan", "look again") },
+		"a task inbox line": func(r *picrewtest.Run) error {
+			_, err := r.Message("01_plan", "look again")
+			return err
+		},
 	} {
 		for _, how := range []readFailure{openFails, readFails} {
 			t.Run(what+", "+string(how), func(t *testing.T) {
