@@ -31,3 +31,43 @@ func TestABudgetTotalOutsideInt64IsReportedAsWritten(t *testing.T) {
 			"absent", s.skipped[0].Reason, tc.written)
 	}
 }
+
+// TestABudgetTotalThatIsNoIntegerCostsTheFieldOnly: a manifest's budgetTotal that is no integer (a string that does
+// not parse as one, or parses past int64, a fraction, another JSON value) made the whole manifest fail to decode, and
+// the run was not imported at all; a fraction was cut to the integer below it. Such a budgetTotal is taken as absent
+// and reported as written now, as one outside 0..2^53 is, and the rest of the manifest is read.
+func TestABudgetTotalThatIsNoIntegerCostsTheFieldOnly(t *testing.T) {
+	for _, tc := range []struct{ written, reported string }{
+		{`"abc"`, "abc"},
+		{`"1e19"`, "1e19"},
+		{`"12.5"`, "12.5"},
+		{`" 12"`, " 12"},
+		{`"99999999999999999999"`, "99999999999999999999"},
+		{"1.5", "1.5"},
+		{"-0.5", "-0.5"},
+		{"true", "true"},
+		{`{"n":1}`, `{"n":1}`},
+		{"[1]", "[1]"},
+	} {
+		s := &source{root: t.TempDir()}
+		m, err := s.parseManifest(runA, "manifest.json", []byte(`{"runId":"`+runA+`","goal":"the goal",`+
+			`"budgetTotal":`+tc.written+`,"status":"running"}`))
+		require.NoError(t, err, tc.written)
+		require.Equal(t, "the goal", m.Goal, tc.written)
+		require.Equal(t, "running", m.Status, tc.written)
+		require.Zero(t, int64(m.BudgetTotal), tc.written)
+		require.Len(t, s.skipped, 1, tc.written)
+		require.Equal(t, "budgetTotal "+tc.reported+" is not 0..9007199254740992 (crewlog's run.create): taken as "+
+			"absent", s.skipped[0].Reason, tc.written)
+	}
+	for _, tc := range []struct {
+		written string
+		want    int64
+	}{{`"12"`, 12}, {"12", 12}, {"1e3", 1000}, {"2.0", 2}, {`""`, 0}, {"null", 0}} {
+		s := &source{root: t.TempDir()}
+		m, err := s.parseManifest(runA, "manifest.json", []byte(`{"runId":"`+runA+`","budgetTotal":`+tc.written+`}`))
+		require.NoError(t, err, tc.written)
+		require.Equal(t, tc.want, int64(m.BudgetTotal), tc.written)
+		require.Empty(t, s.skipped, tc.written)
+	}
+}

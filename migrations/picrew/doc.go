@@ -126,7 +126,8 @@
 //     decode every time with the one rule (flexTime), so they record the
 //     same events.
 //   - Values crewlog's own commands bound: a manifest's budgetTotal outside
-//     0..2^53 and a budgetWarning or budgetAbort outside [0,1] are taken as
+//     0..2^53 or no integer ("abc", 1.5: the rest of the manifest is read)
+//     and a budgetWarning or budgetAbort outside [0,1] are taken as
 //     absent and reported, as run.create refuses them, and so are a task's
 //     depth and an admission's childDepth outside 0..10 (task.create's
 //     bound: a shadow's depth decides its credential); a task's usage in

@@ -52,7 +52,12 @@ var runIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,255}$`)
 // flexInt is an integer that pi-crew may write as a number, "" or null.
 type flexInt int64
 
+// UnmarshalJSON never fails: a value that is no integer (a string that does not parse as one, a fraction, another
+// JSON value) is held at math.MinInt64, outside every range crewlog checks it against, for its record's parser to
+// report as written (boundBudget). NB: a failed decode failed the whole manifest, and the run was not imported for
+// one field; a fraction cut to the integer below it was a value the manifest does not hold.
 func (n *flexInt) UnmarshalJSON(b []byte) error {
+	*n = 0
 	var s string
 	if json.Unmarshal(b, &s) == nil {
 		if s == "" {
@@ -60,7 +65,10 @@ func (n *flexInt) UnmarshalJSON(b []byte) error {
 		}
 		v, err := strconv.ParseInt(s, 10, 64)
 		*n = flexInt(v)
-		return err
+		if err != nil {
+			*n = math.MinInt64
+		}
+		return nil
 	}
 	if string(b) == "null" {
 		return nil
@@ -70,6 +78,8 @@ func (n *flexInt) UnmarshalJSON(b []byte) error {
 	// NB: a float outside int64 converts to what the platform makes of it (MinInt64 on amd64); held at the bound it
 	// passed, it is outside every range crewlog checks it against on every platform.
 	switch {
+	case err != nil || f != math.Trunc(f):
+		*n = math.MinInt64
 	case f >= math.MaxInt64:
 		*n = math.MaxInt64
 	case f < math.MinInt64:
@@ -77,7 +87,7 @@ func (n *flexInt) UnmarshalJSON(b []byte) error {
 	default:
 		*n = flexInt(int64(f))
 	}
-	return err
+	return nil
 }
 
 // budgetTotalWritten is the budgetTotal of manifest b as it is written, for a report: a string's text, a number's
