@@ -32,6 +32,9 @@ type tailState struct {
 	taskID string // the steering file's task
 	dirty  bool
 	gone   bool
+	// cut: the file is there, but past the first maxRunFiles of its kind (firstRunFiles) at the last listing, so not
+	// read; its checkpoint stands, and it is read on from there once it is within them again.
+	cut bool
 	// waited: a pass found the live file (events.jsonl, a mailbox's inbox.jsonl or outbox.jsonl) replaced and left
 	// the new file to the next (waitsForArchive), which reads what it finds.
 	waited bool
@@ -121,6 +124,9 @@ type runFollower struct {
 	// tasks read lacked (planLine). tasksFailed: the last read of tasks.json failed (readFailed).
 	tasksReread bool
 	tasksFailed bool
+	// primed: every file listed when the run was primed was read up to its checkpoint (prime); a file listed after
+	// that with a checkpoint is too, as it is first listed (followedFiles).
+	primed bool
 	// unread: the last sync stopped reading at maxPending, so the files may
 	// hold lines not read yet (a pass is not settled then).
 	unread bool
@@ -543,36 +549,51 @@ func (f *Follower) prime(r *runFollower, m manifest) {
 	r.p.newTasks()
 	r.pending = append(r.pending, r.p.drain()...)
 	for _, path := range f.followedFiles(r) {
-		t := r.tails[path]
-		c, ok := f.cks[t.rel]
-		renamed := false
-		if !ok {
-			c, renamed = f.renamedFrom(path, t.kind)
-			ok = renamed
-		}
-		if !ok || c.Gone {
-			continue
-		}
-		if ok, why := s.files().resumable(path, c); !ok {
-			s.skip(r.id, t.rel, 0, 0, "%s: read again from the start (the command ids keep it from doubling)", why)
-			continue
-		}
-		t.inode = c.Inode
-		for t.offset < c.Offset {
-			before := t.offset
-			f.readTail(r, path, t, c.Offset)
-			if t.offset == before {
-				break
-			}
-		}
-		// NB: an archive resumed from its live file's checkpoint is checkpointed under its own name, even when
-		// nothing is left of it to read: the live file's checkpoint is the new file's once that is read.
-		t.dirty = renamed
+		f.resume(r, path, r.tails[path], true)
 	}
+	r.primed = true
 	r.p.drain()
 	if r.p.r.manifest.Status != "" && terminalRun(r.p.r.manifest.Status) && len(r.seqs) > 0 {
 		r.lastChange = time.Time{} // a finished run read from its checkpoints is settled already
 	}
+}
+
+// resume reads the followed file at path (its tail t, new) up to its checkpoint with the writes dropped, to rebuild
+// what the planner knew of it; with renamed, an archive without a checkpoint of its own resumes from the one of the
+// live file it was renamed from (renamedFrom). A file without a checkpoint, or whose checkpoint says gone, is read
+// from its start.
+func (f *Follower) resume(r *runFollower, path string, t *tailState, renamed bool) {
+	s := f.src
+	c, ok := f.cks[t.rel]
+	fromLive := false
+	if !ok && renamed {
+		c, fromLive = f.renamedFrom(path, t.kind)
+		ok = fromLive
+	}
+	if !ok || c.Gone {
+		return
+	}
+	if ok, why := s.files().resumable(path, c); !ok {
+		s.skip(r.id, t.rel, 0, 0, "%s: read again from the start (the command ids keep it from doubling)", why)
+		return
+	}
+	t.inode = c.Inode
+	planned := len(r.p.writes)
+	for t.offset < c.Offset {
+		before := t.offset
+		f.readTail(r, path, t, c.Offset)
+		if t.offset == before {
+			break
+		}
+	}
+	// NB: the writes of the lines read again are dropped, as the checkpoint says the daemon recorded them; those
+	// planned before (a pass's new tasks) are kept.
+	if len(r.p.writes) > planned {
+		r.p.writes, r.p.cur = r.p.writes[:planned], nil
+	}
+	// NB: an archive resumed from its live file's checkpoint is checkpointed under its own name, even when nothing is
+	// left of it to read: the live file's checkpoint is the new file's once that is read.
+	t.dirty = fromLive
 }
 
 // renamedFrom is the checkpoint of the live file the archive at path, of kind, was renamed from while no follower
@@ -717,7 +738,14 @@ func (f *Follower) followedFiles(r *runFollower) []string {
 				}
 			}
 			r.tails[l.path] = t
-		} else if t := r.tails[l.path]; t.gone {
+			if r.primed && !t.dirty {
+				// NB: a file first listed after the run was primed, with a checkpoint: one past the cap then
+				// (firstRunFiles), within it now. Read from its start, its lines were decided again.
+				f.resume(r, l.path, t, false)
+			}
+		} else if t := r.tails[l.path]; t.cut {
+			t.cut = false // within the cap again: read on from where it was read
+		} else if t.gone {
 			// NB: it came back under its name (renamed away and back, or made again): followed again, and
 			// checkpointed so. Kept gone, each checkpoint of it said gone (read as none), so its finished run never
 			// matched its checkpoints and was never let go, and a restart read the file again from its start.
@@ -726,14 +754,37 @@ func (f *Follower) followedFiles(r *runFollower) []string {
 		out = append(out, l.path)
 	}
 	for p, t := range r.tails {
-		if complete && !contains(out, p) && !t.gone {
-			f.src.skip(r.id, t.rel, 0, 0, "file removed: what was imported of it stays")
-			// NB: a line of it waiting for its mailbox message is not read
-			// again, so it holds up nothing (holding).
-			t.gone, t.dirty, t.heldIn = true, true, 0
+		if !complete || t.gone || contains(out, p) {
+			continue
 		}
+		// NB: a line of it waiting for its mailbox message is not read again while it is not listed, so it holds up
+		// nothing (holding).
+		t.heldIn = 0
+		if _, _, err := f.src.files().fileID(p); err == nil {
+			// NB: there, but past the first maxRunFiles of its kind: a file made that sorts before it shifted it out.
+			// Not removed: its checkpoint stands (a gone one is read as none), for when it is within them again.
+			if !t.cut {
+				f.src.skip(r.id, t.rel, 0, 0, "past the first %d %s of its run, in the order they are read: not read "+
+					"further (what was imported of it stays)", maxRunFiles, kindFiles(t.kind))
+				t.cut = true
+			}
+			continue
+		}
+		f.src.skip(r.id, t.rel, 0, 0, "file removed: what was imported of it stays")
+		t.gone, t.dirty, t.cut = true, true, false
 	}
 	return out
+}
+
+// kindFiles names the files of kind, as firstRunFiles' report does.
+func kindFiles(kind fileKind) string {
+	switch kind {
+	case eventsFile:
+		return "event-log archives"
+	case mailboxFile:
+		return "mailbox files"
+	}
+	return "steering files"
 }
 
 func contains(ss []string, s string) bool {
