@@ -230,7 +230,11 @@ func openDirAt(dir int, name string) (int, error) {
 }
 
 // list is the directory p, a path under the crew root, sorted by name as os.ReadDir sorts it; p is opened as
-// openPath opens a directory.
+// openPath opens a directory. NB: whole, whatever maxRunFiles keeps of it: the files a run's readers keep are the
+// first by name (firstRunFiles), and a directory yields its entries in no order, so no batch read before the last
+// (os.File.ReadDir(n)) tells which are first. A listing costs time and memory (an os.DirEntry with its name each) in
+// proportion to the directory's entries, at every pass of a live run for its run, mailbox, task mailbox and steering
+// directories, however many of their files are read (docs/picrew.md, Limits).
 func (c *crewRoot) list(p string) ([]os.DirEntry, error) {
 	d, err := c.openPath(p, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
