@@ -13,6 +13,7 @@ import (
 	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/eventlog/natslog"
 	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/projections"
 )
 
 // campaign follows the stream while another node writes, and takes the
@@ -135,7 +136,7 @@ func (n *Node) promote(stopFollow func(), followDone <-chan error) error {
 	}
 	n.writer.Store(true)
 	n.elected.Store(time.Now().UnixNano())
-	if n.config != nil {
+	if n.config != nil && !n.configInForce(*n.config) {
 		r, err := n.eng.Submit(ctx, commands.Request{Actor: events.Actor{Role: events.RoleEngine},
 			Command: &commands.Configure{Config: *n.config}})
 		if err == nil && r.Rejected != nil {
@@ -158,6 +159,16 @@ func (n *Node) promote(stopFollow func(), followDone <-chan error) error {
 	close(n.electedCh)
 	n.o.Logger.Info("this crewd is the writer", "node", n.o.Name, "sequence", n.jl.Sequence())
 	return nil
+}
+
+// configInForce reports whether c is the engine config the caught-up engine holds already. NB: a Configure of it
+// would write nothing, but it would be refused disk-full, as every command is while the disk is short of space, and a
+// node short of space could then never become the writer, where it may serve reads and answer commands disk-full
+// until space is back.
+func (n *Node) configInForce(c projections.Config) bool {
+	var same bool
+	n.eng.Read(func(s *projections.State) { same = commands.SameConfig(c, s.Config()) })
+	return same
 }
 
 // promoteErr is err, or the watchdog's cause when it ended the promotion.
