@@ -61,6 +61,16 @@ type SpaceGuard interface {
 	CheckSpace() error
 }
 
+// SpaceForGuard is a SpaceGuard that also answers for a write of a known size: CheckSpaceFor returns an error unless
+// the free space less size stays at or above the minimum. A background write whose size is known before it is made
+// (the snapshot, measured once encoded) asks it, so that a write which starts above the minimum does not itself
+// take the reserve the log needs; a guard without it is asked CheckSpace. It may read the disk (it is asked once
+// per such write, not per command) and must be safe for concurrent use.
+type SpaceForGuard interface {
+	SpaceGuard
+	CheckSpaceFor(size uint64) error
+}
+
 // Options configure an Engine. Zero fields mean defaults.
 type Options struct {
 	// Clock is the wall clock (default time.Now) the engine's time follows, never back (engine_time.go). Its
@@ -548,6 +558,19 @@ func (e *Engine) CheckSpace() error {
 		return nil
 	}
 	if err := e.opts.Space.CheckSpace(); err != nil {
+		return fmt.Errorf("%w: %w", ErrNoSpace, err)
+	}
+	return nil
+}
+
+// checkSpaceFor is CheckSpace for a write of size bytes: ErrNoSpace unless Options.Space has room for it above its
+// minimum (SpaceForGuard), or, a guard that cannot say, while the disk is below its minimum.
+func (e *Engine) checkSpaceFor(size int64) error {
+	g, ok := e.opts.Space.(SpaceForGuard)
+	if !ok {
+		return e.CheckSpace()
+	}
+	if err := g.CheckSpaceFor(uint64(max(size, 0))); err != nil {
 		return fmt.Errorf("%w: %w", ErrNoSpace, err)
 	}
 	return nil

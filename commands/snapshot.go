@@ -1,6 +1,8 @@
 package commands
 
 import (
+	"errors"
+	"io"
 	"time"
 
 	"github.com/crewlog/crewlog/projections"
@@ -129,7 +131,11 @@ func (e *Engine) snapshotAtClose() {
 // While Options.Space reports too little free space none is saved: the
 // reserve it keeps is for the log (a write that fails stops the engine),
 // and a snapshot, an optimisation only, can be as large as the hot state.
-// The next one comes due SnapshotEvery events later, or at Close.
+// For that size it is measured once encoded, before anything is written,
+// and saved only when the disk has room for it above the minimum
+// (checkSpaceFor): one that started above the minimum could otherwise
+// write tens of megabytes into the reserve. The next one comes due
+// SnapshotEvery events later, or at Close.
 func (e *Engine) saveSnapshot() {
 	if g := e.opts.Space; g != nil {
 		if err := g.CheckSpace(); err != nil {
@@ -143,7 +149,18 @@ func (e *Engine) saveSnapshot() {
 	var enc *projections.SnapshotEncoder
 	e.Read(func(s *projections.State) { enc = projections.NewSnapshotEncoder(s) })
 	pos := enc.Position()
-	n, err := e.log.SaveSnapshotFrom(pos, enc.WriteTo)
+	n, err := e.log.SaveSnapshotFrom(pos, func(w io.Writer) (int64, error) {
+		n, err := enc.WriteTo(w)
+		if err == nil {
+			err = e.checkSpaceFor(n) // NB: an error here saves nothing (SaveSnapshotFrom)
+		}
+		return n, err
+	})
+	if errors.Is(err, ErrNoSpace) {
+		e.opts.Logger.Warn("snapshot not saved: too little free disk space for it", "position", pos, "bytes", n,
+			"err", err)
+		return
+	}
 	if err != nil {
 		e.opts.Logger.Warn("snapshot not saved", "position", pos, "err", err)
 		return

@@ -320,19 +320,8 @@ func TestEngineTellsTheObserverASnapshotStarts(t *testing.T) {
 // background or at Close: the space the guard keeps is the log's. Once space
 // is back, the next one due is saved.
 func TestEngineSavesNoSnapshotWhileSpaceIsLow(t *testing.T) {
-	fs := vfs.NewMem()
-	l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
-	require.NoError(t, err)
-	defer l.Close()
-	clock := newTestClock()
 	guard := &spaceGuard{}
-	e, err := Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: 50,
-		Space: guard})
-	require.NoError(t, err)
-	f := &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}
-	f.seedRun("R", 1<<40)
-	require.True(t, e.snapping.CompareAndSwap(false, true), "no snapshot in the background while the writer runs")
-	delegateAndSettle(t, f, "R", 0, 40)
+	l, e, opts := engineWithSnapshotDue(t, guard)
 	guard.low.Store(true)
 	// NB: asked while snapping is still held, so the publisher, which may still be landing the last group, cannot
 	// mark a snapshot meanwhile, and under the read lock, which the publisher takes to change the published head.
@@ -341,18 +330,37 @@ func TestEngineSavesNoSnapshotWhileSpaceIsLow(t *testing.T) {
 	require.True(t, due)
 	e.snapping.Store(false)
 	require.NoError(t, e.Close())
-	_, err = l.LatestSnapshot()
+	_, err := l.LatestSnapshot()
 	require.ErrorIs(t, err, eventlog.ErrNotFound, "no snapshot was saved while space was low")
 
 	guard.low.Store(false)
-	e, err = Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: 50,
-		Space: guard})
+	e, err = Open(l, opts)
 	require.NoError(t, err)
 	require.NoError(t, e.Close())
 	snap, err := l.LatestSnapshot()
 	require.NoError(t, err, "with space back, the snapshot due is saved")
 	head, _ := l.Head()
 	require.Equal(t, head, snap.Position)
+}
+
+// engineWithSnapshotDue opens an engine with space as its guard on a new store (closed when the test ends), and
+// makes a snapshot due with none saved: it returns holding snapping, so none is saved until the caller clears it, and
+// the options it opened the engine with.
+func engineWithSnapshotDue(t *testing.T, space SpaceGuard) (*eventlog.Log, *Engine, Options) {
+	t.Helper()
+	fs := vfs.NewMem()
+	l, err := eventlog.Open("db", &eventlog.Options{FS: fs})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	clock := newTestClock()
+	opts := Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: 50, Space: space}
+	e, err := Open(l, opts)
+	require.NoError(t, err)
+	f := &engineFixture{t: t, fs: fs, log: l, eng: e, clock: clock}
+	f.seedRun("R", 1<<40)
+	require.True(t, e.snapping.CompareAndSwap(false, true), "no snapshot in the background while the writer runs")
+	delegateAndSettle(t, f, "R", 0, 40)
+	return l, e, opts
 }
 
 // TestEngineSnapshotsWhileGroupsArePublished: snapshots taken while other

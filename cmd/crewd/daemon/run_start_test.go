@@ -92,6 +92,29 @@ func TestRunRefusesLowSpace(t *testing.T) {
 	require.NoDirExists(t, filepath.Join(c.DataDir, StoreDir))
 }
 
+// A write of known size (a snapshot) is allowed only when the free space less its size stays at or above the
+// minimum, read afresh: free space above the minimum is not enough for a write larger than the room above it.
+func TestSpaceGuardForAWriteOfKnownSize(t *testing.T) {
+	dir := t.TempDir()
+	g, err := newSpaceGuard(dir, 1<<20, discard())
+	require.NoError(t, err)
+	free, err := freeBytes(dir)
+	require.NoError(t, err)
+	require.Greater(t, free, uint64(64<<20), "the test needs a disk with some room")
+	require.NoError(t, g.CheckSpaceFor(0))
+	require.NoError(t, g.CheckSpaceFor(1<<20))
+	require.ErrorContains(t, g.CheckSpaceFor(free), "too little for a write", "no room left above the minimum")
+	require.ErrorContains(t, g.CheckSpaceFor(1<<63), "too little for a write")
+
+	// NB: a cached reading of a full disk does not answer it: the free space is read again.
+	now := time.Now()
+	g.now = func() time.Time { return now }
+	g.checked.Store(now.UnixNano())
+	g.free.Store(0)
+	require.Error(t, g.CheckSpace(), "the cached reading says full")
+	require.NoError(t, g.CheckSpaceFor(1<<20), "read afresh")
+}
+
 func TestSpaceGuard(t *testing.T) {
 	dir := t.TempDir()
 	g, err := newSpaceGuard(dir, 0, discard())

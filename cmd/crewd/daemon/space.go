@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/crewlog/crewlog/commands"
 )
 
 // spaceCheckInterval is how often the free space is read at most: statfs is cheap, but not free at every command.
@@ -30,6 +32,9 @@ type spaceGuard struct {
 	mu      sync.Mutex   // held by the refreshing caller
 	low     bool         // the last reading was below min (guarded by mu), to log transitions once
 }
+
+// NB: the engine asks a snapshot's room of a guard that has CheckSpaceFor, and of any other only CheckSpace.
+var _ commands.SpaceForGuard = (*spaceGuard)(nil)
 
 // newSpaceGuard reads the free space of dir once; a failure is an error, since crewd cannot then know whether it
 // may write.
@@ -69,6 +74,20 @@ func (g *spaceGuard) CheckSpace() error {
 	}
 	if free := g.free.Load(); free < g.min {
 		return g.shortage(free)
+	}
+	return nil
+}
+
+// CheckSpaceFor returns an error unless a write of size bytes leaves at least the minimum free (the engine's
+// commands.SpaceForGuard, asked before a snapshot is written). NB: it reads the free space afresh: it is asked once
+// before a write of up to tens of megabytes, and a reading spaceCheckInterval old may be that far off.
+func (g *spaceGuard) CheckSpaceFor(size uint64) error {
+	g.mu.Lock()
+	g.refresh(g.now().UnixNano())
+	g.mu.Unlock()
+	if free := g.free.Load(); free < g.min || free-g.min < size {
+		return fmt.Errorf("daemon: %d MiB free on the store's file system, too little for a write of %d MiB above the "+
+			"minimum of %d MiB", free>>20, size>>20, g.min>>20)
 	}
 	return nil
 }
