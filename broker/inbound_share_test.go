@@ -59,6 +59,8 @@ func TestOneRunCannotHoldTheInboundBudget(t *testing.T) {
 		conns  = 2         // each one's connections
 		stall  = 200 << 10 // each stalled line's, spilled into MaxFrame-1 bytes of chunks
 		long   = 20 << 10  // the others' requests
+		// longSpill is what a request of long bytes spills into: chunks of 4, 4, 8 and 16 KiB.
+		longSpill = 32 << 10
 	)
 	f := newFixture(t, fixtureOpts{opts: Options{GlobalInboundBytes: budget}, write: time.Minute})
 	s := f.seed()
@@ -80,7 +82,16 @@ func TestOneRunCannotHoldTheInboundBudget(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return f.srv.inBudget.inUse() >= wire.DefaultMaxFrame-1 }, guard,
 		time.Millisecond, "R's workers' lines take the budget")
-	time.Sleep(300 * time.Millisecond) // the others' lines, as many as find room, take theirs
+	// NB: a condition, not a pause: the others' requests are sent once R's workers' lines have taken so much of a
+	// budget they count against, their run's or the daemon's, that a request of long bytes counted against it too
+	// would find no room. With the shares that is their run's at once; were the shares not kept, the daemon's once
+	// the lines that find room there have taken it.
+	require.Eventually(t, func() bool {
+		f.srv.mu.Lock()
+		run := f.srv.runIn[runR]
+		f.srv.mu.Unlock()
+		return leavesLessThan(run, longSpill) || leavesLessThan(&f.srv.inBudget, longSpill)
+	}, guard, time.Millisecond, "R's workers' lines take all they can")
 
 	answersLongPingWithin(t, b, long, 5*time.Second, "another run's worker")
 	answersLongPingWithin(t, o, long, 5*time.Second, "R's orchestrator")
@@ -93,6 +104,16 @@ func TestOneRunCannotHoldTheInboundBudget(t *testing.T) {
 	f.close()
 	writes.Wait()
 	require.Zero(t, srv.inBudget.inUse(), "every byte is given back once")
+}
+
+// leavesLessThan reports whether b (nil: none) has less than n bytes of room left.
+func leavesLessThan(b *inboundBudget, n int64) bool {
+	if b == nil {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.limit-b.used < n
 }
 
 // waitsForRoom reports whether a reader waits for room in b.
