@@ -62,7 +62,13 @@ func TestStalledLinesStayWithinTheInboundBudget(t *testing.T) {
 		require.Equal(t, true, polite.ok("ping", nil)["pong"], "a small request is answered meanwhile")
 		time.Sleep(10 * time.Millisecond)
 	}
-	time.Sleep(time.Second) // past the wait: one without room is closed by then
+	// NB: a condition, not a pause past the wait: a reader without room is closed once its wait ends, and gives its
+	// room to those waiting, until the lines of the readers left open fit the budget, four of them at most.
+	require.Eventually(t, func() bool {
+		f.srv.mu.Lock()
+		defer f.srv.mu.Unlock()
+		return len(f.srv.conns) <= 1+budget/(256<<10) // the polite one's, and the readers that found room
+	}, guard, time.Millisecond, "those without room are closed")
 	closed := 0
 	for _, c := range hostile {
 		c.nc.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
