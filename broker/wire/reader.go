@@ -88,7 +88,8 @@ func (r *Reader) ReadFrame() ([]byte, error) {
 			if errors.Is(err, ErrFrameTooLarge) {
 				r.last, r.skipped = r.limit, 0 // NB: the cap's worth was read, at least
 			}
-			r.dropSpill() // NB: the Reader is done: a refused line's chunks are given back now, not when it is dropped
+			// NB: the Reader is done: a refused line's chunks are given back now, not when it is dropped.
+			r.dropSpill()
 			r.err = err
 			break
 		}

@@ -42,8 +42,8 @@ func (b *countingBudget) Release(n int) {
 	b.released += n
 }
 
-// TestSpillBudget: a line longer than the read-ahead takes the bytes it spills into from the Reader's budget, chunk by
-// chunk, and gives them back once when the line ends, however it ends; a line within the read-ahead takes nothing.
+// TestSpillBudget: a line longer than the read-ahead takes the bytes it spills into from the Reader's budget, chunk
+// by chunk, and gives them back once when the line ends, however it ends; a line within the read-ahead takes nothing.
 // A budget with no room fails the read with ErrNoRoom, FrameBytes the bytes of the line read so far.
 func TestSpillBudget(t *testing.T) {
 	long := object(40 << 10)
