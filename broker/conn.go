@@ -115,7 +115,8 @@ func newConn(s *Server, nc *net.UnixConn, seq uint64) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &conn{s: s, nc: nc, seq: seq, out: newOutbound(s.opts.OutboundQueueCap, s.opts.OutboundBytes, &s.outBudget),
 		w: newSocketWriter(nc, s.writeTimeout), ctx: ctx, cancel: cancel, done: ctx.Done(),
-		in: inboundShare{budgets: [maxBudgets]*inboundBudget{&s.inBudget}, done: ctx.Done(), wait: s.writeTimeout}}
+		in: inboundShare{budgets: [maxBudgets]*inboundBudget{&s.inBudget, &s.helloIn}, done: ctx.Done(),
+			wait: s.writeTimeout}}
 }
 
 // close ends the connection once: cancels its context, closes the socket (unblocking reader and writer) and

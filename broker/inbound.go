@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"slices"
 	"sync"
 	"time"
 )
@@ -21,7 +22,9 @@ import (
 // NB: no deadline for ending a line begun. Memory is bounded by the budgets alone, and a deadline would not free a
 // budget from a client that means to hold it: closed at the deadline, it dials again and sends another line, for
 // the pace of a hello and of a line's bytes, well within a credential's rate. Before its hello a connection's line
-// ends with the hello's deadline anyway; it has no credential yet, and counts against the daemon's budget alone.
+// ends with the hello's deadline anyway; it has no credential yet, and counts against the daemon's budget and the
+// one every connection before its hello counts against (Server.helloIn, a credential's share): without that, a
+// client of a few processes that never said hello, dialling again as each connection was closed, held it all.
 //
 // Concurrency: every method is safe for concurrent use, but conns, under the server's mu (joinBudget).
 type inboundBudget struct {
@@ -130,8 +133,9 @@ func releaseAll(bs []*inboundBudget, n int64) {
 }
 
 // inboundShare is one connection's reader's side of the inbound budgets, the wire.SpillBudget of its reader: it
-// counts against the daemon's from the start, and from its bind (share) against its credential's, but the admin's,
-// and a worker's against its run's, as the outbound budget does. The admin is the operator's: its lines count
+// counts against the daemon's from the start, and against the one of the connections before their hello until its
+// bind (leave), then (share) against its credential's, but the admin's, and a worker's against its run's, as the
+// outbound budget does. The admin is the operator's: its lines count
 // against the daemon's budget alone, where the others' shares leave it room (it takes sixteen credentials, or four
 // runs, to hold the whole). Its reader waits for room for wait at most, and before its hello not past the hello's
 // deadline; the connection's close ends the wait at once, and gives back whatever the reader still holds, once, to
@@ -142,8 +146,9 @@ type inboundShare struct {
 	until time.Time // the hello's deadline; zero after it (reader only)
 
 	mu sync.Mutex
-	// budgets are what held counts against: the daemon's, then, from its bind, its credential's (none for the
-	// admin) and its run's (a worker's only). nil after the last.
+	// budgets are what held counts against: the daemon's, then, before its bind, that of the connections before
+	// their hello, and from its bind its credential's (none for the admin) and its run's (a worker's only). nil
+	// after the last.
 	budgets [maxBudgets]*inboundBudget
 	held    int64
 	closed  bool
@@ -199,6 +204,23 @@ func (s *inboundShare) share(b *inboundBudget) {
 		}
 	}
 	panic("broker: a reader counts against more than maxBudgets budgets")
+}
+
+// leave stops counting the reader's bytes against b, giving back those it holds of b: the budget of the connections
+// before their hello, which it leaves at its bind. Called by the reader (its hello's bind), between two lines.
+func (s *inboundShare) leave(b *inboundBudget) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := slices.Index(s.budgets[:], b)
+	if s.closed || i < 0 {
+		return
+	}
+	if s.held > 0 {
+		b.release(s.held)
+	}
+	// NB: the others move up, so that share fills the first free place and the narrowest stays the last.
+	copy(s.budgets[i:], s.budgets[i+1:])
+	s.budgets[len(s.budgets)-1] = nil
 }
 
 // close gives back what the reader holds, and refuses it any more.

@@ -291,3 +291,52 @@ func TestInboundShareOptions(t *testing.T) {
 		})
 	}
 }
+
+// TestLinesBeforeHelloCannotHoldTheInboundBudget: connections that have not said hello, which have no credential
+// and whose processes need none, that each leave a line longer than the read-ahead unfinished hold a credential's
+// share of the daemon's inbound budget at most, all of them together, so an authenticated worker is served a
+// request of 20 KiB at once. Without it, their lines held all of GlobalInboundBytes until their hello's deadline,
+// and a client of a few processes (MaxPendingPerPeer connections each), dialling again as each was closed, held it
+// for good while every other client's request longer than 4 KiB waited the write timeout and was closed.
+func TestLinesBeforeHelloCannotHoldTheInboundBudget(t *testing.T) {
+	const (
+		budget = 1 << 20   // four lines of the default frame cap
+		conns  = 8         // connections that never say hello
+		stall  = 200 << 10 // each stalled line's, spilled into MaxFrame-1 bytes of chunks
+		long   = 20 << 10  // the worker's request
+		// longSpill is what a request of long bytes spills into: chunks of 4, 4, 8 and 16 KiB.
+		longSpill = 32 << 10
+	)
+	f := newFixture(t, fixtureOpts{opts: Options{GlobalInboundBytes: budget, HelloTimeout: time.Minute},
+		write: time.Minute})
+	s := f.seed()
+	w := f.dial()
+	w.hello(runR, taskP, s.p)
+
+	var writes sync.WaitGroup
+	for range conns {
+		c := f.dial()
+		writes.Add(1)
+		go func() {
+			defer writes.Done()
+			c.nc.SetWriteDeadline(time.Now().Add(guard))
+			c.nc.Write([]byte(`{"id":"h","method":"hello","params":{"token":"` + strings.Repeat("x", stall)))
+		}()
+	}
+	require.Eventually(t, func() bool { return f.srv.inBudget.inUse() >= wire.DefaultMaxFrame-1 }, guard,
+		time.Millisecond, "the lines before hello take the budget")
+	// NB: as in TestOneRunCannotHoldTheInboundBudget, the request is sent once the lines have taken all they can.
+	require.Eventually(t, func() bool {
+		return leavesLessThan(&f.srv.helloIn, longSpill) || leavesLessThan(&f.srv.inBudget, longSpill)
+	}, guard, time.Millisecond, "the lines before hello take all they can")
+
+	answersLongPingWithin(t, w, long, 5*time.Second, "an authenticated worker")
+	require.LessOrEqual(t, f.srv.inBudget.inUse(), f.srv.opts.InboundBytesPerCredential,
+		"the lines before hello hold a credential's share at most")
+
+	srv := f.srv
+	f.close()
+	writes.Wait()
+	require.Zero(t, srv.inBudget.inUse(), "every byte is given back once")
+	require.Zero(t, srv.helloIn.inUse(), "every byte is given back once")
+}

@@ -152,10 +152,12 @@ type Options struct {
 	// as it does for the daemon's. Without them, the connections of one credential, or the workers of a run that
 	// issues a credential to each of its tasks, that leave lines unfinished could hold all of GlobalInboundBytes,
 	// and every other client's line longer than the read-ahead would wait, and close, until they ended theirs. A
-	// connection counts against them from its hello's answer on: before it, it has no credential, and its line ends
-	// with the hello's deadline. As for the outbound budget, the run's orchestrator is not counted against its
-	// run's (its workers cannot take its room) and the admin's connections against neither: the admin's lines count
-	// against GlobalInboundBytes alone, where it takes sixteen credentials' shares at the defaults to hold it all.
+	// connection counts against them from its hello's answer on: before it, it has no credential, its line ends
+	// with the hello's deadline, and every connection before its hello counts together against one
+	// InboundBytesPerCredential (a hello is well within the read-ahead). As for the outbound budget, the run's
+	// orchestrator is not counted against its run's (its workers cannot take its room) and the admin's connections
+	// against neither: the admin's lines count against GlobalInboundBytes alone, where it takes sixteen
+	// credentials' shares at the defaults to hold it all.
 	InboundBytesPerCredential int64
 	InboundBytesPerRun        int64
 	// RatePerCredential paces each credential but the admin's to that many units per second (a request is one

@@ -94,6 +94,11 @@ type Server struct {
 	waits     waitHub        // task.waitStatus waiters, woken per task
 	outBudget outboundBudget // bytes held by every connection's outbound queue
 	inBudget  inboundBudget  // bytes held by every connection's reader in lines longer than its read-ahead
+	// helloIn counts those of them held by the readers of connections before their hello, which have no credential
+	// whose share would bound them, against one credential's share (InboundBytesPerCredential): without it, a
+	// client of a few processes (MaxPendingPerPeer connections each) that never said hello, dialling again as each
+	// was closed at its hello's deadline, held all of GlobalInboundBytes. A hello is well within the read-ahead.
+	helloIn inboundBudget
 
 	importSince      int         // checkpoints the feed saw since it last refreshed their view (feed only)
 	importViewSaving atomic.Bool // a save of that view is under way (import_view.go)
@@ -142,6 +147,7 @@ func New(eng *commands.Engine, log *eventlog.Log, opts Options) (*Server, error)
 	s.waits = waitHub{s: s, byRun: make(map[string]*runWaits)}
 	s.outBudget.limit = o.GlobalOutboundBytes
 	s.inBudget.limit = o.GlobalInboundBytes
+	s.helloIn.limit = o.InboundBytesPerCredential
 	return s, nil
 }
 
@@ -307,6 +313,7 @@ func (s *Server) bindAt(c *conn, id identity, head uint64, ack []byte) *wire.Err
 	}
 	c.id, c.bound, c.boundAt = id, true, head
 	// NB: the reader is between two lines (this is its hello's answer): it holds nothing to count against them.
+	c.in.leave(&s.helloIn)
 	if k := credKey(id); k != "" {
 		c.out.share(joinBudget(s.credOut, k, s.opts.OutboundBytesPerCredential))
 		c.in.share(joinBudget(s.credIn, k, s.opts.InboundBytesPerCredential))
