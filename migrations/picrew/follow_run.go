@@ -579,6 +579,11 @@ func (f *Follower) resume(r *runFollower, path string, t *tailState, renamed boo
 	}
 	t.inode = c.Inode
 	planned := len(r.p.writes)
+	// NB: read as at a start, its messages' states from their lines, delivery.json's planned after (as the first
+	// pass after prime plans them): a follower started while the file was past the cap read delivery.json before it
+	// knew them, and a state it gave them since, planned with the lines and dropped, was never recorded.
+	delivery := r.p.r.delivery
+	r.p.r.delivery = map[string]string{}
 	for t.offset < c.Offset {
 		before := t.offset
 		f.readTail(r, path, t, c.Offset)
@@ -590,6 +595,10 @@ func (f *Follower) resume(r *runFollower, path string, t *tailState, renamed boo
 	// planned before (a pass's new tasks) are kept.
 	if len(r.p.writes) > planned {
 		r.p.writes, r.p.cur = r.p.writes[:planned], nil
+	}
+	r.p.r.delivery = delivery
+	for _, id := range sortedKeys(delivery) {
+		r.p.delivery(id, delivery[id])
 	}
 	// NB: an archive resumed from its live file's checkpoint is checkpointed under its own name, even when nothing is
 	// left of it to read: the live file's checkpoint is the new file's once that is read.
