@@ -303,10 +303,15 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 			r.refused, r.refusedStop = st, true
 			return
 		}
-		f.sawWhole(r, "manifest.json", st, b)
 		if r.p == nil {
-			f.prime(r, m)
+			tasks := f.tasksToPrime(r)
+			if readFailed(tasks.err) {
+				return // primed once tasks.json can be read
+			}
+			f.sawWhole(r, "manifest.json", st, b)
+			f.prime(r, m, tasks)
 		} else {
+			f.sawWhole(r, "manifest.json", st, b)
 			r.p.r.manifest = m
 		}
 	case st == r.refused && (r.refusedStop || r.p == nil):
@@ -526,16 +531,38 @@ func (f *Follower) wakes(r *runFollower) bool {
 	return false
 }
 
+// tasksRead is a read of a run's tasks.json (readWhole).
+type tasksRead struct {
+	b       []byte
+	st      stamp
+	changed bool
+	err     error
+}
+
+// tasksToPrime reads the tasks.json of run r, not primed yet, reporting a read that failed (readFailed). NB: the run
+// is not primed then: primed without tasks, its files were read up to their checkpoints as a run's without any, every
+// line naming a task skipped, and the messages of a task's inbox were unknown to the follower, which never recorded
+// the states delivery.json gave them since (an acknowledgement).
+func (f *Follower) tasksToPrime(r *runFollower) tasksRead {
+	tp := r.wholePath("tasks.json")
+	var t tasksRead
+	t.b, t.st, t.changed, t.err = f.src.files().readWhole(tp, nil, stamp{})
+	if readFailed(t.err) {
+		f.src.unreadable(r.id, tp, t.err, tasksUnreadable)
+	}
+	return t
+}
+
 // prime starts following a run: its planner from the manifest and
-// tasks.json, run.created and the workflow tasks planned (they answer
-// replayed when recorded), then every followed file read up to its
-// checkpoint with the writes dropped: the checkpoint says the daemon
-// recorded them, and this only rebuilds what the planner knew.
-func (f *Follower) prime(r *runFollower, m manifest) {
+// tasks.json (read by tasksToPrime), run.created and the workflow tasks
+// planned (they answer replayed when recorded), then every followed file
+// read up to its checkpoint with the writes dropped: the checkpoint says
+// the daemon recorded them, and this only rebuilds what the planner knew.
+func (f *Follower) prime(r *runFollower, m manifest, tasks tasksRead) {
 	s := f.src
 	r.p = newPlanner(s, &run{id: r.id, manifest: m, delivery: map[string]string{}}, time.Now)
 	tp := r.wholePath("tasks.json")
-	if b, st, changed, err := f.src.files().readWhole(tp, nil, stamp{}); err == nil && changed {
+	if b, st := tasks.b, tasks.st; tasks.err == nil && tasks.changed {
 		f.sawWhole(r, "tasks.json", st, b)
 		if tasks, err := s.parseTasks(r.id, s.rel(tp), b); err != nil {
 			s.skip(r.id, s.rel(tp), 0, 0, tasksUndecodable, err)

@@ -92,19 +92,58 @@ func TestFollowerStartingWhileTasksCannotBeReadHoldsTheTaskLines(t *testing.T) {
 			t.Run(what+", "+string(how), func(t *testing.T) {
 				root, r := runningPlanRun(t)
 				require.NoError(t, write(r))
-				heal := failReads(t, root.Dir, how, syscall.EIO, "state/runs/"+runA+"/tasks.json")
 				sink := newMemSink()
-				_, pass, reported := stepFollower(t, root.Dir, sink)
-				for range 3 {
-					pass()
-				}
-				require.Contains(t, reasonsFor(*reported, "state/runs/"+runA+"/tasks.json"), "tasks unreadable: "+
-					syscall.EIO.Error())
-				heal()
-				pass()
-				pass()
-				requireCopy(t, root.Dir, sink, copyOf{live: true})
+				requireCopyOnceTasksCanBeRead(t, root.Dir, sink, how, func() (func(), *[]Skipped) {
+					_, pass, reported := stepFollower(t, root.Dir, sink)
+					return pass, reported
+				})
 			})
 		}
 	}
+}
+
+// TestFollowerRestartedWhileTasksCannotBeReadKeepsTheStatesOfTaskMessages: a follower restarted on a run whose
+// tasks.json is there but cannot be read read its files up to their checkpoints as a run without tasks: a line of a
+// task's inbox was skipped as being in the inbox of no task of tasks.json (its write dropped as recorded, and the
+// message unknown to the follower), so a state delivery.json gave the message since (an acknowledgement) was never
+// recorded, where the one-shot import of the same files records it. The run is primed once tasks.json can be read.
+func TestFollowerRestartedWhileTasksCannotBeReadKeepsTheStatesOfTaskMessages(t *testing.T) {
+	for _, how := range []readFailure{openFails, readFails} {
+		t.Run(string(how), func(t *testing.T) {
+			root, r := runningPlanRun(t)
+			id, err := r.Message("01_plan", "look again")
+			require.NoError(t, err)
+			sink := newMemSink()
+			_, pass, _ := stepFollower(t, root.Dir, sink)
+			pass()
+			pass()
+			ids, _ := sink.imported()
+			require.Contains(t, ids, "import:"+runA+":msg:"+id)
+
+			require.NoError(t, r.Deliver(id, "acknowledged"))
+			requireCopyOnceTasksCanBeRead(t, root.Dir, sink, how, func() (func(), *[]Skipped) {
+				_, pass, reported := restartedFollower(t, root.Dir, sink)
+				return pass, reported
+			})
+		})
+	}
+}
+
+// requireCopyOnceTasksCanBeRead starts a follower over root and sink (start) while the tasks.json of runA cannot be
+// read (how), makes three passes, which report it, then two once it can be read, and requires sink to hold the copy
+// a one-shot import of the files makes.
+func requireCopyOnceTasksCanBeRead(t *testing.T, root string, sink *memSink, how readFailure,
+	start func() (pass func(), reported *[]Skipped)) {
+	t.Helper()
+	heal := failReads(t, root, how, syscall.EIO, "state/runs/"+runA+"/tasks.json")
+	pass, reported := start()
+	for range 3 {
+		pass()
+	}
+	require.Contains(t, reasonsFor(*reported, "state/runs/"+runA+"/tasks.json"), "tasks unreadable: "+
+		syscall.EIO.Error())
+	heal()
+	pass()
+	pass()
+	requireCopy(t, root, sink, copyOf{live: true})
 }
