@@ -800,8 +800,8 @@ func (f *Follower) followedFiles(r *runFollower) []string {
 			// NB: there, but past the first maxRunFiles of its kind: a file made that sorts before it shifted it out.
 			// Not removed: its checkpoint stands (a gone one is read as none), for when it is within them again.
 			if !t.cut {
-				f.src.skip(r.id, t.rel, 0, 0, "past the first %d %s of its run, in the order they are read: not read "+
-					"further (what was imported of it stays)", maxRunFiles, kindFiles(t.kind))
+				f.src.skip(r.id, t.rel, 0, 0, "past the first %d %s of its run, in the order they are read: "+
+					"not read further (what was imported of it stays)", maxRunFiles, kindFiles(t.kind))
 				t.cut = true
 			}
 			continue

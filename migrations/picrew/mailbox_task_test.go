@@ -26,8 +26,9 @@ func TestATaskMailboxOfNoTaskIsSkipped(t *testing.T) {
 		"state/runs/" + run + "/manifest.json": manifestOf(run, "completed"),
 		"state/runs/" + run + "/tasks.json": `[{"id":"01_plan","stepId":"plan","role":"planner",` +
 			`"status":"completed"},{"id":"09_plan","stepId":"plan2","role":"planner","status":"completed"}]`,
-		tasks + "01_plan/inbox.jsonl":   line("msg_own", "01_plan", "inbox"),
-		tasks + "05_ghost/inbox.jsonl":  line("msg_ghost", "05_ghost", "inbox") + line("msg_shared", "05_ghost", "inbox"),
+		tasks + "01_plan/inbox.jsonl": line("msg_own", "01_plan", "inbox"),
+		tasks + "05_ghost/inbox.jsonl": line("msg_ghost", "05_ghost", "inbox") +
+			line("msg_shared", "05_ghost", "inbox"),
 		tasks + "05_ghost/outbox.jsonl": line("msg_out", "05_ghost", "outbox"),
 		tasks + "09_plan/inbox.jsonl":   line("msg_shared", "09_plan", "inbox"),
 		"state/runs/" + run + "/mailbox/delivery.json": `{"messages":{"msg_ghost":"acknowledged",` +

@@ -86,8 +86,8 @@ func (g *spaceGuard) CheckSpaceFor(size uint64) error {
 	g.refresh(g.now().UnixNano())
 	g.mu.Unlock()
 	if free := g.free.Load(); free < g.min || free-g.min < size {
-		return fmt.Errorf("daemon: %d MiB free on the store's file system, too little for a write of %d MiB above the "+
-			"minimum of %d MiB", free>>20, size>>20, g.min>>20)
+		return fmt.Errorf("daemon: %d MiB free on the store's file system, too little for a write of %d MiB "+
+			"above the minimum of %d MiB", free>>20, size>>20, g.min>>20)
 	}
 	return nil
 }
