@@ -165,7 +165,9 @@ func TestWriterBoundsTheHeaderBytesOfTheForwardedRequestsItHolds(t *testing.T) {
 	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
 	held := newHeldSubmits()
 	t.Cleanup(held.release)
-	w := startWriterOn(t, srv, Options{Name: "w", Log: cfg, LeaseTTL: time.Second, beforeSubmit: held.hold})
+	// NB: a lease of 10 s: the flood (some 75 MB through the one server) delayed a renewal past a 1 s lease's 750 ms
+	// on a loaded machine, and the writer stopped, answering the held requests failed rather than busy.
+	w := startWriterOn(t, srv, Options{Name: "w", Log: cfg, LeaseTTL: 10 * time.Second, beforeSubmit: held.hold})
 	require.NoError(t, w.o.Conn.Flush()) // its subscription is the server's before the flood
 	const junk = 900 << 10
 	flood := maxForwardedBytes/junk + 12
