@@ -84,6 +84,18 @@
 //     which the next Open replays and flushes; the held append was never
 //     acknowledged.
 //
+//   - An error Pebble cannot continue from (its logger's Fatalf: a failed
+//     write or sync of its MANIFEST, a commit its pipeline cannot finish, a
+//     table that fails its checksum) fails the log stop, reads included:
+//     every later Append, write and read is refused (ErrFailed, wrapping the
+//     *FatalError) and reaches no Pebble, whose state is in doubt (an append
+//     on it waited for good). Then the log panics, with that *FatalError, on
+//     the goroutine that called into Pebble. Never recover it and go on:
+//     every recover() of a goroutine that may call the log calls
+//     RepanicFatal first, so that the process exits (status 2) and its
+//     supervisor restarts it; the next Open recovers every acknowledged
+//     append.
+//
 //   - SaveSnapshot is atomic and durable: a crash at any point leaves the
 //     previous snapshot or the new one, whole and sealed, never neither.
 //     The snapshot is ingested as a table of its own with the older ones

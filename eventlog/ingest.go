@@ -33,10 +33,11 @@ type tableWriter interface {
 // NB: an error building the table (a full disk) saves nothing and leaves the
 // log as it was, but one writing the edit to Pebble's manifest is fatal in
 // Pebble, which cannot know whether the edit was written: it calls the
-// logger's Fatalf, which panics on the caller's goroutine with Pebble's
-// locks held. Nothing may recover that panic and go on (the store answers
-// nothing more); the process exits, and the next Open recovers every
-// acknowledged append and span as it was or with the new keys.
+// logger's Fatalf, which fails the log stop and panics (*FatalError) on the
+// caller's goroutine with Pebble's locks held. Nothing may recover that
+// panic and go on (RepanicFatal: the store answers nothing more); the
+// process exits, and the next Open recovers every acknowledged append and
+// span as it was or with the new keys.
 func (l *Log) ingestReplacing(span pebble.KeyRange, write func(tableWriter) error) (err error) {
 	l.ingestMu.Lock()
 	defer l.ingestMu.Unlock()

@@ -54,7 +54,9 @@ type Log struct {
 	failed       atomic.Pointer[error] // the write or sync error that failed the log stop (failure.go); not under mu
 	failedCh     chan struct{}         // closed when failed is set
 	closed       atomic.Bool           // set under mu; read without it
-	scratch      []byte
+	// fatal is Pebble's fatal error, which fails reads too (fatal.go).
+	fatal   atomic.Pointer[FatalError]
+	scratch []byte
 	// What an append stages, kept for the next one (append.go).
 	keyScratch   []byte
 	stageKeys    []string // each write's outcome key ("" without a command id)
@@ -108,10 +110,11 @@ func Open(dir string, opts *Options) (*Log, error) {
 	}
 	o := opts.withDefaults()
 	wal := &walFailure{}
+	logger := newPebbleLogger(o.Logger)
 	po := &pebble.Options{
 		FS:                 &walWatchFS{FS: o.FS, wal: wal},
 		FormatMajorVersion: pebble.FormatNewest,
-		Logger:             newPebbleLogger(o.Logger),
+		Logger:             logger,
 		CacheSize:          o.CacheSize + memTableReservation(o.MemTableSize),
 		MemTableSize:       o.MemTableSize,
 		ReadOnly:           o.ReadOnly,
@@ -166,6 +169,7 @@ func Open(dir string, opts *Options) (*Log, error) {
 		wal:        wal,
 	}
 	wal.log.Store(l)
+	logger.log.Store(l)
 	format, err := l.recover()
 	if err != nil {
 		_ = db.Close()
@@ -402,12 +406,13 @@ func (l *Log) Close() error {
 }
 
 // readable guards reads. Close must not race with reads or open iterators
-// (it waits only for appends), so an atomic check is enough.
+// (it waits only for appends), so an atomic check is enough. After Pebble's
+// fatal error nothing is read (fatal.go).
 func (l *Log) readable() error {
 	if l.closed.Load() {
 		return ErrClosed
 	}
-	return nil
+	return l.fatalRefusal()
 }
 
 func isNotFound(err error) bool { return errors.Is(err, pebble.ErrNotFound) }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,6 +21,8 @@ const maxErrorKinds = 256
 type pebbleLogger struct {
 	l   *slog.Logger
 	now func() time.Time
+	// log is the log Fatalf fails stop: set once Open has built it (a fatal error before that fails Open's caller).
+	log atomic.Pointer[Log]
 
 	mu    sync.Mutex
 	kinds map[string]*errorKind
@@ -73,10 +76,16 @@ func (p *pebbleLogger) admit(format string) (suppressed int, ok bool) {
 	return suppressed, true
 }
 
-// Fatalf must not return (Pebble relies on it). A panic rather than
-// os.Exit lets tests observe it and lets a daemon's supervisor restart it.
+// Fatalf must not return (Pebble relies on it). A panic rather than os.Exit lets tests observe it and lets a daemon's
+// supervisor restart it; its value is a *FatalError, which nothing may recover and go on (RepanicFatal).
+//
+// NB: the log fails stop first, reads included: the panic may be recovered all the same (net/http recovers a
+// handler's), and the store it leaves answers nothing, an append on it waiting for good where Pebble holds it.
 func (p *pebbleLogger) Fatalf(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	p.l.Error(msg, "component", "pebble", "fatal", true)
-	panic("eventlog: pebble fatal: " + msg)
+	f := newFatalError(format, args...)
+	p.l.Error(f.msg, "component", "pebble", "fatal", true)
+	if l := p.log.Load(); l != nil {
+		l.failFatal(f)
+	}
+	panic(f)
 }

@@ -17,8 +17,8 @@ import (
 // panics on the saving goroutine — never a save answered as done, never a hang of that caller; crewd, whose engine
 // saves in a goroutine of its own, exits 2 and its supervisor restarts it. The store that restart opens holds every
 // acknowledged append and one snapshot, whole: the previous one, or the new one when the edit was written, its sync
-// failed and the crash kept what was written without a sync; and it saves the next one. NB: the log the panic left is
-// not used again: an append on it waits for good.
+// failed and the crash kept what was written without a sync; and it saves the next one. NB: the log the panic left
+// refuses everything (TestAPebbleFatalFailsTheLogStopBeforeItPanics): Pebble holds its state in doubt.
 func TestASnapshotWhoseManifestEditMeetsENOSPCStopsAndLosesNothing(t *testing.T) {
 	for _, op := range []struct {
 		name string

@@ -364,6 +364,9 @@ func (l *Log) refusal() error {
 	if l.closed.Load() {
 		return ErrClosed
 	}
+	if err := l.fatalRefusal(); err != nil {
+		return err
+	}
 	if err := l.Err(); err != nil {
 		return fmt.Errorf("%w (cause: %v)", ErrFailed, err)
 	}
