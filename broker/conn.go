@@ -15,6 +15,7 @@ import (
 
 	"github.com/crewlog/crewlog/broker/wire"
 	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/eventlog"
 )
 
 // closeReason says why a connection ended; it is logged at debug (nats client.go's ClosedState).
@@ -139,9 +140,12 @@ func (c *conn) close(r closeReason) {
 	})
 }
 
-// recover turns a panic in one of the connection's goroutines into a logged close of that connection only.
+// recover turns a panic in one of the connection's goroutines into a logged close of that connection only, but for a
+// Pebble fatal error (a view a request saves, a read of the log), which it raises again: the store answers nothing
+// more, and crewd exits for its supervisor to restart it.
 func (c *conn) recover() {
 	if r := recover(); r != nil {
+		eventlog.RepanicFatal(r)
 		c.s.lg.Error("broker: panic serving a connection; closing it", "conn", c.seq, "panic", fmt.Sprint(r),
 			"stack", string(debug.Stack()))
 		c.close(reasonPanic)

@@ -117,7 +117,8 @@
 //     identity (admin; orchestrator of its run; worker of its task), never anything in params, so no client can
 //     reach another principal's recorded outcomes or the engine's. A worker is shown the commandId of its own
 //     commands only (events.since, subscriptions); the orchestrator and the admin see every id they may read.
-//   - A client cannot make the daemon panic (a recovered panic closes that connection only), nor grow memory
+//   - A client cannot make the daemon panic (a recovered panic closes that connection only; a Pebble fatal error,
+//     eventlog.FatalError, met on the server's goroutines is never recovered: crewd exits), nor grow memory
 //     without bound: frames ≤ MaxFrame; a connection's outbound bytes (queued plus the batch being written) ≤
 //     OutboundBytes, a credential's connections' ≤ OutboundBytesPerCredential (so one token's connections that
 //     read nothing cannot take everyone's budget), a run's worker connections' ≤ OutboundBytesPerRun (so neither

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
 )
@@ -60,6 +61,7 @@ func (s *Server) feed(next uint64) {
 	defer s.wg.Done()
 	defer func() {
 		if r := recover(); r != nil {
+			eventlog.RepanicFatal(r) // the store answers nothing more: crewd exits
 			s.lg.Error("broker: panic in the mailbox feed; pushes stop", "panic", r)
 		}
 	}()

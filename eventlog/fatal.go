@@ -11,21 +11,20 @@ import "fmt"
 // Never recover it and go on: a recover() of a goroutine that may call the log calls RepanicFatal first, so that
 // the process exits (status 2) and its supervisor restarts it; the next Open recovers every acknowledged append.
 type FatalError struct {
-	msg string
-	err error // the first error among Fatalf's arguments, if any
+	Msg string // Pebble's message
+	Err error  // the first error among Fatalf's arguments (ENOSPC, EIO, ...), if any
 }
 
-func (e *FatalError) Error() string { return "eventlog: pebble fatal: " + e.msg }
+func (e *FatalError) Error() string { return "eventlog: pebble fatal: " + e.Msg }
 
-// Unwrap returns Pebble's error (ENOSPC, EIO, ...), when Fatalf was given one.
-func (e *FatalError) Unwrap() error { return e.err }
+func (e *FatalError) Unwrap() error { return e.Err }
 
 // newFatalError is Fatalf's message as a *FatalError.
 func newFatalError(format string, args ...any) *FatalError {
-	e := &FatalError{msg: fmt.Sprintf(format, args...)}
+	e := &FatalError{Msg: fmt.Sprintf(format, args...)}
 	for _, a := range args {
 		if err, ok := a.(error); ok {
-			e.err = err
+			e.Err = err
 			break
 		}
 	}

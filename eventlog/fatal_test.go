@@ -96,7 +96,7 @@ func TestAPebbleFatalFailsTheLogStopBeforeItPanics(t *testing.T) {
 
 // RepanicFatal panics again with a *FatalError, the one value a recover may not keep, and lets any other go.
 func TestRepanicFatalPanicsAgainWithAFatalErrorOnly(t *testing.T) {
-	fe := &FatalError{msg: "MANIFEST write failed", err: syscall.ENOSPC}
+	fe := &FatalError{Msg: "MANIFEST write failed", Err: syscall.ENOSPC}
 	require.PanicsWithValue(t, fe, func() { RepanicFatal(fe) })
 	for _, v := range []any{nil, "eventlog: pebble fatal: a string", errors.New("x"), fmt.Errorf("w: %w", fe)} {
 		require.NotPanics(t, func() { RepanicFatal(v) }, "%v", v)

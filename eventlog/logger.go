@@ -83,7 +83,7 @@ func (p *pebbleLogger) admit(format string) (suppressed int, ok bool) {
 // handler's), and the store it leaves answers nothing, an append on it waiting for good where Pebble holds it.
 func (p *pebbleLogger) Fatalf(format string, args ...any) {
 	f := newFatalError(format, args...)
-	p.l.Error(f.msg, "component", "pebble", "fatal", true)
+	p.l.Error(f.Msg, "component", "pebble", "fatal", true)
 	if l := p.log.Load(); l != nil {
 		l.failFatal(f)
 	}
