@@ -246,10 +246,13 @@ func (e *Engine) handOff(f *flight) error {
 }
 
 // decideSafely turns a panic in a decision into an error, so one bad
-// command cannot take the writer down.
+// command cannot take the writer down; but not a Pebble fatal error (a cold
+// run read back from the log), which it raises again: the store answers
+// nothing more, and crewd exits for its supervisor to restart it.
 func decideSafely(s *projections.State, c Command, env *Env) (d Decision, err error) {
 	defer func() {
 		if r := recover(); r != nil {
+			eventlog.RepanicFatal(r)
 			d, err = Decision{}, fmt.Errorf("commands: %s panicked: %v", c.Kind(), r)
 		}
 	}()
