@@ -46,6 +46,8 @@
 //     those explain read to find its decision, and those its rebuild read, up to where it stopped when its client
 //     or its credential went (rebuildpacing.go),
 //     per-run metric series ≤ 1,000; a handler panic answers 500 and is logged, the daemon goes on.
+//   - A Pebble fatal error (eventlog.FatalError) met by a handler or the stream hub is never recovered: the process
+//     exits (status 2, the panic printed) for its supervisor to restart it, the handler answering nothing.
 //   - Paging never skips or repeats an item; a cursor the route did not hand out is 400 bad-cursor.
 //   - The writer never waits for HTTP: reads hold the engine's read lock only while copying a page, and streams
 //     read the log, never the engine's queue. One hub goroutine reads and renders each published event once

@@ -70,6 +70,7 @@ func (h *hub) follow() {
 	defer close(h.stopped)
 	defer func() {
 		if v := recover(); v != nil {
+			eventlog.RepanicFatal(v) // the store answers nothing more: the process exits
 			h.s.opts.Logger.Error("httpapi: stream hub panicked; streams end", "panic", v)
 			h.fail()
 		}

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/crewlog/crewlog/broker/internal/turns"
+	"github.com/crewlog/crewlog/eventlog"
 )
 
 // Server is crewlog's read-only HTTP API, live stream, metrics and page, in front of one commands.Engine and its
@@ -355,6 +357,16 @@ func (s *Server) routes() http.Handler {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
 					panic(v)
+				}
+				if _, fatal := v.(*eventlog.FatalError); fatal {
+					// NB: not raised again here: net/http recovers a handler's panic and serves on. A Pebble fatal
+					// error leaves a store that answers nothing more: it is raised on a goroutine of its own, which
+					// nothing recovers, and the process exits (status 2) for its supervisor to restart it; this
+					// handler answers nothing meanwhile. Its stack, which that panic does not show, is logged.
+					s.opts.Logger.Error("httpapi: handler met a Pebble fatal error; the process exits", "path",
+						r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+					go eventlog.RepanicFatal(v)
+					select {}
 				}
 				s.opts.Logger.Error("httpapi: handler panicked", "path", r.URL.Path, "panic", v)
 				writeError(w, errorf(http.StatusInternalServerError, codeInternal, "internal error"))
