@@ -55,7 +55,8 @@
 // # Not guaranteed
 //
 //   - Exit 1 on every failed write: when the failing fsync is the one Pebble makes while closing a WAL (a memtable
-//     rotation, or the flush of the recovered state at open), Pebble panics and crewd exits 2. Nothing unsynced was
+//     rotation, or the flush of the recovered state at open), Pebble panics and crewd exits 2; so it does on any
+//     error Pebble cannot continue from (eventlog.FatalError, which nothing in crewd recovers). Nothing unsynced was
 //     acknowledged either way, and the supervisor restarts it all the same (Restart=on-failure).
 //   - Single instance: two daemons on one data directory are refused by the store's lock, not by this package.
 //   - The model catalog is read once at start; change it by restarting (the change is then recorded as
