@@ -3,7 +3,6 @@ package eventlog
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -18,12 +17,7 @@ import (
 // log fails stop at the fatal, before the panic, and the panic is a *FatalError that wraps Pebble's error: every
 // later write and read is refused (ErrFailed) at once, never reaching Pebble.
 func TestAPebbleFatalFailsTheLogStopBeforeItPanics(t *testing.T) {
-	full := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(o errorfs.Op) error {
-		if strings.Contains(o.Path, "MANIFEST") && o.Kind == errorfs.OpFileWrite {
-			return syscall.ENOSPC
-		}
-		return nil
-	})}
+	full := manifestFull(errorfs.OpFileWrite)
 	l, err := Open("db", &Options{FS: errorfs.Wrap(vfs.NewMem(), full)})
 	require.NoError(t, err)
 	_, err = l.Append(Write{CommandID: "a", Events: evs("run", 6)})

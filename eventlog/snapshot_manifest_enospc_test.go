@@ -27,12 +27,7 @@ func TestASnapshotWhoseManifestEditMeetsENOSPCStopsAndLosesNothing(t *testing.T)
 		for _, unsynced := range []int{0, 100} {
 			t.Run(fmt.Sprintf("%s/unsynced kept %d%%", op.name, unsynced), func(t *testing.T) {
 				mem := vfs.NewCrashableMem()
-				full := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(o errorfs.Op) error {
-					if strings.Contains(o.Path, "MANIFEST") && o.Kind == op.kind {
-						return syscall.ENOSPC
-					}
-					return nil
-				})}
+				full := manifestFull(op.kind)
 				l, err := Open("db", &Options{FS: errorfs.Wrap(mem, full)})
 				require.NoError(t, err)
 				_, err = l.Append(Write{CommandID: "a", Events: evs("run", 6)})
@@ -71,4 +66,14 @@ func TestASnapshotWhoseManifestEditMeetsENOSPCStopsAndLosesNothing(t *testing.T)
 			})
 		}
 	}
+}
+
+// manifestFull fails every op of kind on Pebble's MANIFEST with ENOSPC while it is on.
+func manifestFull(kind errorfs.OpKind) *errorfs.Toggle {
+	return &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(o errorfs.Op) error {
+		if strings.Contains(o.Path, "MANIFEST") && o.Kind == kind {
+			return syscall.ENOSPC
+		}
+		return nil
+	})}
 }
