@@ -7,8 +7,9 @@ import (
 )
 
 // Framing errors. All four mean the byte stream can no longer be trusted: the broker closes the connection without
-// writing an error frame (D§7.2 — no request id is known), mapping ErrFrameTooLarge to code oversize-frame and the
-// others to protocol in its logs. Match them with errors.Is; the returned errors carry detail after the sentinel.
+// writing an error frame (D§7.2 — no request id is known), and logs the close as oversize-frame, malformed-frame,
+// read-error and inbound-full respectively. Match them with errors.Is; the returned errors carry detail after the
+// sentinel.
 var (
 	// ErrFrameTooLarge: a line (or an outbound frame) would exceed the frame cap, newline included.
 	ErrFrameTooLarge = errors.New("wire: frame too large")
