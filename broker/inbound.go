@@ -135,11 +135,11 @@ func releaseAll(bs []*inboundBudget, n int64) {
 // inboundShare is one connection's reader's side of the inbound budgets, the wire.SpillBudget of its reader: it
 // counts against the daemon's from the start, and against the one of the connections before their hello until its
 // bind (leave), then (share) against its credential's, but the admin's, and a worker's against its run's, as the
-// outbound budget does. The admin is the operator's: its lines count
-// against the daemon's budget alone, where the others' shares leave it room (it takes sixteen credentials, or four
-// runs, to hold the whole). Its reader waits for room for wait at most, and before its hello not past the hello's
-// deadline; the connection's close ends the wait at once, and gives back whatever the reader still holds, once, to
-// each budget: the reader, whose line ends as its socket is closed, then gives back nothing more.
+// outbound budget does. The admin is the operator's: its lines count against the daemon's budget alone, where the
+// others' shares leave it room (it takes sixteen credentials, or four runs, to hold the whole). Its reader waits for
+// room for wait at most, and before its hello not past the hello's deadline; the connection's close ends the wait at
+// once, and gives back whatever the reader still holds, once, to each budget: the reader, whose line ends as its
+// socket is closed, then gives back nothing more.
 type inboundShare struct {
 	done  <-chan struct{}
 	wait  time.Duration
