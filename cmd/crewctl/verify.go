@@ -108,11 +108,14 @@ func (out verifyOutput) firstBad() string {
 
 // String says what is damaged, and where: "corrupt at position P (KEY): REASON", or for damage outside the records,
 // "corrupt KEY: REASON".
-func (c *corruptOutput) String() string {
+func (c *corruptOutput) String() string { return "corrupt " + c.where() }
+
+// where is what String says after "corrupt", as printVerify's CORRUPT line says it too.
+func (c *corruptOutput) where() string {
 	if c.Position > 0 {
-		return fmt.Sprintf("corrupt at position %d (%s): %s", c.Position, c.Key, c.Reason)
+		return fmt.Sprintf("at position %d (%s): %s", c.Position, c.Key, c.Reason)
 	}
-	return fmt.Sprintf("corrupt %s: %s", c.Key, c.Reason)
+	return fmt.Sprintf("%s: %s", c.Key, c.Reason)
 }
 
 // verifyStore checks the store in dir: its integrity and, over the same
@@ -171,11 +174,7 @@ func (a *app) verifyLog(l *eventlog.Log, dir, label string) (verifyOutput, error
 
 func printVerify(w screen, out verifyOutput) {
 	if out.Corrupt != nil {
-		if out.Corrupt.Position > 0 {
-			w.printf("CORRUPT at position %d (%s): %s\n", out.Corrupt.Position, out.Corrupt.Key, out.Corrupt.Reason)
-		} else {
-			w.printf("CORRUPT %s: %s\n", out.Corrupt.Key, out.Corrupt.Reason)
-		}
+		w.printf("CORRUPT %s\n", out.Corrupt.where())
 		return
 	}
 	w.printf("store ok: head %d (hash %.16s…), %d stream(s), %d command(s), %d snapshot(s)\n",
