@@ -561,13 +561,13 @@ func (f *Follower) tasksToPrime(r *runFollower) tasksRead {
 func (f *Follower) prime(r *runFollower, m manifest, tasks tasksRead) {
 	s := f.src
 	r.p = newPlanner(s, &run{id: r.id, manifest: m, delivery: map[string]string{}}, time.Now)
-	tp := r.wholePath("tasks.json")
-	if b, st := tasks.b, tasks.st; tasks.err == nil && tasks.changed {
-		f.sawWhole(r, "tasks.json", st, b)
-		if tasks, err := s.parseTasks(r.id, s.rel(tp), b); err != nil {
-			s.skip(r.id, s.rel(tp), 0, 0, tasksUndecodable, err)
+	if tasks.err == nil && tasks.changed {
+		f.sawWhole(r, "tasks.json", tasks.st, tasks.b)
+		rel := s.rel(r.wholePath("tasks.json"))
+		if parsed, err := s.parseTasks(r.id, rel, tasks.b); err != nil {
+			s.skip(r.id, rel, 0, 0, tasksUndecodable, err)
 		} else {
-			r.p.setTasks(tasks)
+			r.p.setTasks(parsed)
 		}
 	}
 	// run.created and the workflow tasks first: the history read below
