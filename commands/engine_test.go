@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
@@ -313,7 +314,7 @@ func TestTheClockExpiresNothingWhileSpaceIsLow(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, r.Rejected)
 
-	clock.Advance(60_000_000_000) // a minute, past 5 s + 30 s grace
+	clock.Advance(time.Minute) // past 5 s + 30 s grace
 	guard.low.Store(true)
 	before := f.eng.Head()
 	require.Zero(t, f.eng.Tick(context.Background()))
