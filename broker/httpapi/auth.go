@@ -122,9 +122,12 @@ func (s *Server) authenticate(r *http.Request) (principal, *apiError) {
 }
 
 // maxSessionCookies bounds the session cookies of one request that are checked against its proof: a browser sends
-// the page's and whatever other ports of the host set, a few at most; a client that sends more spends no more of
-// the server's time on them.
-const maxSessionCookies = 8
+// the page's last, after whatever other ports of the host set, and a server on one may set a cookie of the name for
+// each Path that path-matches a route, with a Partitioned twin of each: the deepest route
+// (/api/v1/runs/{runId}/jobs/{jobId}) is matched by 11 Paths but "/", so 22 planted and the page's. A client that
+// sends more spends no more of the server's time on them. NB: a bound below that lets such a server shadow the
+// page's session on its run's routes (the page's reads of them refused 401 while its cookies live).
+const maxSessionCookies = 32
 
 // sessionCookies is the values of r's session cookies that may be sessions (not empty, at most maxSecretLen), at
 // most maxSessionCookies of them, in the order sent.

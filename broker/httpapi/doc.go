@@ -20,7 +20,7 @@
 //     Bearer, or a session cookie (HttpOnly, SameSite=Strict) got by spending a one-time login code, with the
 //     session's proof (an HMAC of it, handed to the page in the login's fragment: auth.go), since the browser sends
 //     the cookie to every port of the host, a worker's server on another one too; the session is the cookie the
-//     proof was made for, of the first 8 sent, since such a server may also set one the browser sends first. A
+//     proof was made for, of the first 32 sent, since such a server may also set ones the browser sends first. A
 //     session belongs to the credential that minted its code: it lasts only while that credential is valid and
 //     counts against its limits; an open stream re-checks its credential before every write and ends once it is
 //     revoked or the session expired, and a request that waited for its read turn or for the rebuild slot re-checks

@@ -301,6 +301,43 @@ func TestASessionCookieSetByAnotherPortDoesNotShadowThePages(t *testing.T) {
 	require.Equal(t, keyCrewd, <-read, "the page's own session")
 }
 
+// TestCookiesPlantedOnEveryPathOfARouteDoNotShadowThePages: a server on another port of the host may set a
+// crewlog_session of its own for each Path that path-matches a route (RFC 6265 §5.1.4: /api, /api/, …, the route's
+// own path), and a Partitioned one beside each, which a browser keeps apart and sends too; the browser sends them
+// all before the page's Path=/ one, the longest Path first. The server read only the first 8 cookies of the name: a
+// worker that served a page the operator opened could plant 9 or more for the routes of its own run (its tasks, its
+// mailbox, its jobs) and have the page's every read of them refused 401, signed out there while it lived. The
+// page's session must still be the one its proof was made for, on every route.
+func TestCookiesPlantedOnEveryPathOfARouteDoNotShadowThePages(t *testing.T) {
+	f := newFixture(t, Options{Metrics: NewMetrics()})
+	start, _ := f.srv.LoginURL()
+	page := f.spendLink(start)
+	for _, route := range everyRoute {
+		t.Run(route, func(t *testing.T) {
+			path, _, _ := strings.Cut(route, "?")
+			var planted []string
+			for i := 1; i < len(path); i++ {
+				if path[i] == '/' {
+					planted = append(planted, path[:i], path[:i+1])
+				}
+			}
+			planted = append(planted, path)
+			req, err := http.NewRequest(http.MethodGet, f.web.URL+route, nil)
+			require.NoError(t, err)
+			for _, p := range planted {
+				for _, twin := range []string{"", "-partitioned"} {
+					req.AddCookie(&http.Cookie{Name: sessionCookie, Value: "planted-on" + strings.ReplaceAll(p, "/", "_") + twin})
+				}
+			}
+			f.withSession(req, page)
+			resp, err := f.web.Client().Do(req)
+			require.NoError(t, err)
+			resp.Body.Close() // NB: a stream's body never ends on its own
+			require.Equal(t, http.StatusOK, resp.StatusCode, "after %d planted cookies", 2*len(planted))
+		})
+	}
+}
+
 // TestALoginLinkOnlyFromTheUsersOwnNavigation: a page of another origin (a dev server a worker started, say) that
 // opens a login link minted with the worker's read-only token would log the operator's browser into the worker's
 // session: the cookie replaces the operator's own, the page then counts against the worker's limits, and it ends
