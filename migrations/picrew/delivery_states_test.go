@@ -15,8 +15,8 @@ import (
 // and the one-shot import and the follower (at every rewrite) decode it; the follower keeps the states of a live run.
 // A file of hundreds of thousands of states held each state's bytes apart, the map of them and the map decoded from
 // it at once (4 MiB took 39 to 68 MB of heap), and the follower kept every state while the run was live, though
-// pi-crew keeps at most 10,000. The states are decoded one at a time now, and those of the first maxDeliveryStates
-// message ids are kept, the others left out and reported.
+// pi-crew keeps at most 10,000. The states are decoded one at a time now, and maxDeliveryStates of them kept, the
+// others left out and reported (TestADeliveryFileOfTooManyStatesKeepsTheMostAdvanced says which).
 func TestADeliveryFileOfManyStatesIsReadInLittleMemory(t *testing.T) {
 	const size = 4 << 20
 	for name, state := range map[string]string{"states": `"acknowledged"`, "not strings": `{"s":1}`,
@@ -41,8 +41,9 @@ func TestADeliveryFileOfManyStatesIsReadInLittleMemory(t *testing.T) {
 			require.True(t, ok)
 			require.Less(t, peak, uint64(2*size), "the heap held %d bytes", peak)
 			require.Equal(t, fmt.Sprintf("holds the states of more than %d messages (pi-crew keeps at most 10,000): "+
-				"those of the messages past the first %[1]d ids it names are left out, their states taken from "+
-				"their mailbox lines", maxDeliveryStates), s.skipped[0].Reason)
+				"the %[1]d most advanced are kept (acknowledged, then delivered, then the others, each in the order "+
+				"named), the others left out, their states taken from their mailbox lines", maxDeliveryStates),
+				s.skipped[0].Reason)
 			if state != `"acknowledged"` {
 				require.Empty(t, states)
 				require.Len(t, s.skipped, maxReportsPerFile+1, "reports bounded")
