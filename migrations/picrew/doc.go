@@ -126,6 +126,9 @@
 //     engine clock ends a question nobody answers. Both ways of importing
 //     decode every time with the one rule (flexTime), so they record the
 //     same events.
+//   - A manifest's text field, budgetWarning, budgetAbort or budgetUnlimited
+//     of another JSON type than pi-crew writes is taken as absent and
+//     reported as written, the rest of the manifest read (decodeManifest).
 //   - Values crewlog's own commands bound: a manifest's budgetTotal outside
 //     0..2^53 or no integer ("abc", 1.5: the rest of the manifest is read)
 //     and a budgetWarning or budgetAbort outside [0,1] are taken as

@@ -448,12 +448,16 @@ func (s *source) readRun(id, dir string) *run {
 	return r
 }
 
-// parseManifest decodes the manifest rel of run id, reporting its damaged
-// times, a budget run.create refuses (taken as absent: boundBudget) and an
-// artifactsRoot that is not the run's own.
+// parseManifest decodes the manifest rel of run id, reporting a field of another JSON type than pi-crew writes
+// (taken as absent: decodeManifest), its damaged times, a budget run.create refuses (taken as absent: boundBudget)
+// and an artifactsRoot that is not the run's own.
 func (s *source) parseManifest(id, rel string, b []byte) (m manifest, err error) {
-	if err := json.Unmarshal(b, &m); err != nil {
+	mistyped, err := decodeManifest(b, &m)
+	if err != nil {
 		return m, err
+	}
+	for _, f := range mistyped {
+		s.skip(id, rel, 0, 0, "%s %s is not a %s: taken as absent", f.name, f.written, f.kind)
 	}
 	s.reportTimes(id, rel, 0, 0, "", "", &m)
 	s.boundBudget(id, rel, b, &m)

@@ -1,0 +1,76 @@
+package picrew
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+)
+
+// mistypedField is a manifest field of another JSON type than the kind pi-crew writes, as written (clipped).
+type mistypedField struct {
+	name, written, kind string
+}
+
+// decodeManifest decodes manifest b into m as encoding/json does, but for a text field, budgetWarning, budgetAbort or
+// budgetUnlimited of another JSON type, which is taken as absent and returned in mistyped, for its caller to report.
+// NB: a run's workers rewrite the manifest, and one such field failed the whole decode: the one-shot import did not
+// import the run, and a follower kept the manifest read before (budgetTotal and the times never fail: flexInt,
+// flexTime). The fields are decoded in place as encoding/json decodes them (the names it matches, the last value
+// standing, a null keeping the one before), a mistyped value costing the field only.
+func decodeManifest(b []byte, m *manifest) (mistyped []mistypedField, err error) {
+	if !bytes.HasPrefix(bytes.TrimSpace(b), []byte("{")) {
+		return nil, json.Unmarshal(b, m) // null, or the error of a manifest that is no object
+	}
+	text := func(name string, v *string) looseField[string] {
+		return looseField[string]{&mistyped, name, "string", v}
+	}
+	fraction := func(name string, v **float64) looseField[*float64] {
+		return looseField[*float64]{&mistyped, name, "finite number", v}
+	}
+	fields := struct {
+		*manifest
+		RunID           looseField[string]   `json:"runId"`
+		Team            looseField[string]   `json:"team"`
+		Workflow        looseField[string]   `json:"workflow"`
+		Goal            looseField[string]   `json:"goal"`
+		Status          looseField[string]   `json:"status"`
+		Cwd             looseField[string]   `json:"cwd"`
+		ArtifactsRoot   looseField[string]   `json:"artifactsRoot"`
+		BudgetWarning   looseField[*float64] `json:"budgetWarning"`
+		BudgetAbort     looseField[*float64] `json:"budgetAbort"`
+		BudgetUnlimited looseField[bool]     `json:"budgetUnlimited"`
+	}{
+		manifest: m, RunID: text("runId", &m.RunID), Team: text("team", &m.Team),
+		Workflow: text("workflow", &m.Workflow), Goal: text("goal", &m.Goal), Status: text("status", &m.Status),
+		Cwd: text("cwd", &m.Cwd), ArtifactsRoot: text("artifactsRoot", &m.ArtifactsRoot),
+		BudgetWarning:   fraction("budgetWarning", &m.BudgetWarning),
+		BudgetAbort:     fraction("budgetAbort", &m.BudgetAbort),
+		BudgetUnlimited: looseField[bool]{&mistyped, "budgetUnlimited", "boolean", &m.BudgetUnlimited},
+	}
+	err = json.Unmarshal(b, &fields)
+	return mistyped, err
+}
+
+// looseField decodes a manifest field into v, a value of another JSON type (kind names the one pi-crew writes) taken
+// as absent and kept in mistyped under name, until a later value of the field other than null decodes.
+type looseField[T any] struct {
+	mistyped   *[]mistypedField
+	name, kind string
+	v          *T
+}
+
+func (f looseField[T]) UnmarshalJSON(b []byte) error {
+	if err := json.Unmarshal(b, f.v); err != nil {
+		var absent T
+		*f.v = absent
+		*f.mistyped = append(f.drop(), mistypedField{f.name, clip(string(b)), f.kind})
+	} else if string(b) != "null" {
+		*f.mistyped = f.drop()
+	}
+	return nil
+}
+
+// drop is mistyped without the field.
+func (f looseField[T]) drop() []mistypedField {
+	return slices.DeleteFunc(*f.mistyped, func(w mistypedField) bool { return w.name == f.name })
+}
