@@ -50,7 +50,9 @@
 //     nothing and a steering line under its id gets a message of its own), seq
 //     gaps and duplicates, quarantined .corrupt-* files, lock and sidecar
 //     files and unknown files are skipped and each is listed in the
-//     Summary; so is a record the store cannot
+//     Summary (of the entries of a run's directories of one kind that are
+//     none of its files, the first 64 each, the others by their count:
+//     maxStrayReports); so is a record the store cannot
 //     take (an id that makes its command id too long, a payload above the
 //     store's limit), and the rest of its run is imported; nothing is
 //     dropped without a line saying so.

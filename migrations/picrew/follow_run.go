@@ -686,6 +686,11 @@ func (f *Follower) listFiles(r *runFollower, report bool) (out []listed, complet
 			s.skip(r.id, s.rel(p), 0, 0, "%s", why)
 		}
 	}
+	from := s // what the listings report to: nowhere without report
+	if !report {
+		from = &source{root: s.root, crew: s.files()}
+	}
+	strays := func(dir, what string) *strayEntries { return &strayEntries{s: from, run: r.id, dir: dir, what: what} }
 	entries, err := readDir(s.files(), r.dir)
 	complete = !readFailed(err)
 	if err != nil {
@@ -695,6 +700,7 @@ func (f *Follower) listFiles(r *runFollower, report bool) (out []listed, complet
 	// the lines appended just before it, which a pass may not have read yet, and read after the live file they were
 	// recorded after newer events (a settlement before its admission) and reported missing from it.
 	var live, mail []listed
+	runStrays := strays(r.dir, "the run's directory")
 	for _, e := range entries {
 		name, p := e.Name(), filepath.Join(r.dir, e.Name())
 		switch {
@@ -704,19 +710,16 @@ func (f *Follower) listFiles(r *runFollower, report bool) (out []listed, complet
 		case strings.HasPrefix(name, "events.jsonl.") && strings.HasSuffix(name, ".archive.jsonl"):
 			out = append(out, listed{path: p, kind: eventsFile})
 		case name == "mailbox" && e.IsDir():
-			from := s
-			if !report {
-				from = &source{root: s.root, crew: s.files()}
-			}
 			files, whole := from.mailboxFiles(r.id, p)
 			complete = complete && whole
 			for _, mp := range files {
 				mail = append(mail, listed{path: mp, kind: mailboxFile})
 			}
 		default:
-			skip(p, classify(name, "unknown file: not imported"))
+			runStrays.add(p, classify(name, "unknown file: not imported"))
 		}
 	}
+	runStrays.done()
 	out = firstRunFiles(out, "event-log archives", func(reason string) { skip(r.dir, reason) })
 	out = append(append(out, live...), mail...)
 	dir, steering, bad, err := s.steeringEntries(r.id)
@@ -725,21 +728,23 @@ func (f *Follower) listFiles(r *runFollower, report bool) (out []listed, complet
 		skip(bad, "steering files not read: "+err.Error())
 	}
 	var steers []listed
+	steeringStrays := strays(dir, "the run's steering directory")
 	for _, e := range steering {
 		p := filepath.Join(dir, e.Name())
 		taskID, ok := strings.CutSuffix(e.Name(), ".jsonl")
 		if e.IsDir() || !ok || !runIDPattern.MatchString(taskID) {
 			if !isTemp(e.Name()) {
-				skip(p, classify(e.Name(), "not a steering file: not imported"))
+				steeringStrays.add(p, classify(e.Name(), "not a steering file: not imported"))
 			}
 			continue
 		}
 		if events.TaskIDReserved(taskID) {
-			skip(p, reservedTaskFile("steering file", taskID))
+			steeringStrays.add(p, reservedTaskFile("steering file", taskID))
 			continue
 		}
 		steers = append(steers, listed{path: p, kind: steeringFile, taskID: taskID})
 	}
+	steeringStrays.done()
 	steers = firstRunFiles(steers, "steering files", func(reason string) { skip(dir, reason) })
 	return append(out, steers...), complete
 }

@@ -412,6 +412,7 @@ func (s *source) readRun(id, dir string) *run {
 	if err != nil {
 		s.unreadable(id, dir, pathless(err), "unreadable: %v")
 	}
+	strays := &strayEntries{s: s, run: id, dir: dir, what: "the run's directory"}
 	for _, e := range entries {
 		name, p := e.Name(), filepath.Join(dir, e.Name())
 		switch {
@@ -423,9 +424,10 @@ func (s *source) readRun(id, dir string) *run {
 		case name == "mailbox" && e.IsDir():
 			mailFiles, _ = s.mailboxFiles(id, p)
 		default:
-			s.skip(id, s.rel(p), 0, 0, "%s", classify(name, "unknown file: not imported"))
+			strays.add(p, classify(name, "unknown file: not imported"))
 		}
 	}
+	strays.done()
 	eventFiles = append(eventFiles, firstRunFiles(archives, "event-log archives", func(reason string) {
 		s.skip(id, s.rel(dir), 0, 0, "%s", reason)
 	})...)
@@ -793,6 +795,7 @@ func (s *source) mailboxFiles(id, dir string) (out []string, complete bool) {
 		return false
 	}
 	complete = true
+	strays := &strayEntries{s: s, run: id, dir: dir, what: "the run's mailbox directories"}
 	list := func(dir string) []os.DirEntry {
 		entries, err := readDir(s.files(), dir)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -811,11 +814,11 @@ func (s *source) mailboxFiles(id, dir string) (out []string, complete bool) {
 			for _, t := range list(p) {
 				tp := filepath.Join(p, t.Name())
 				if !t.IsDir() || !runIDPattern.MatchString(t.Name()) {
-					s.skip(id, s.rel(tp), 0, 0, "%s", classify(t.Name(), "not a task mailbox: not imported"))
+					strays.add(tp, classify(t.Name(), "not a task mailbox: not imported"))
 					continue
 				}
 				if events.TaskIDReserved(t.Name()) {
-					s.skip(id, s.rel(tp), 0, 0, "%s", reservedTaskFile("task mailbox", t.Name()))
+					strays.add(tp, reservedTaskFile("task mailbox", t.Name()))
 					continue
 				}
 				for _, f := range list(tp) {
@@ -823,14 +826,15 @@ func (s *source) mailboxFiles(id, dir string) (out []string, complete bool) {
 					if isMail(f.Name()) && !f.IsDir() {
 						out = append(out, fp)
 					} else {
-						s.skip(id, s.rel(fp), 0, 0, "%s", classify(f.Name(), "unknown mailbox file: not imported"))
+						strays.add(fp, classify(f.Name(), "unknown mailbox file: not imported"))
 					}
 				}
 			}
 		default:
-			s.skip(id, s.rel(p), 0, 0, "%s", classify(name, "unknown mailbox file: not imported"))
+			strays.add(p, classify(name, "unknown mailbox file: not imported"))
 		}
 	}
+	strays.done()
 	slices.SortFunc(out, func(a, b string) int { return strings.Compare(mailboxOrder(a), mailboxOrder(b)) })
 	return firstRunFiles(out, "mailbox files", func(reason string) { s.skip(id, s.rel(dir), 0, 0, "%s", reason) }),
 		complete
@@ -1038,19 +1042,21 @@ func (s *source) readSteers(id string) []steer {
 		return nil
 	}
 	var files []string
+	strays := &strayEntries{s: s, run: id, dir: dir, what: "the run's steering directory"}
 	for _, e := range entries {
 		p := filepath.Join(dir, e.Name())
 		taskID, ok := strings.CutSuffix(e.Name(), ".jsonl")
 		if e.IsDir() || !ok || !runIDPattern.MatchString(taskID) {
-			s.skip(id, s.rel(p), 0, 0, "%s", classify(e.Name(), "not a steering file: not imported"))
+			strays.add(p, classify(e.Name(), "not a steering file: not imported"))
 			continue
 		}
 		if events.TaskIDReserved(taskID) {
-			s.skip(id, s.rel(p), 0, 0, "%s", reservedTaskFile("steering file", taskID))
+			strays.add(p, reservedTaskFile("steering file", taskID))
 			continue
 		}
 		files = append(files, p)
 	}
+	strays.done()
 	var out []steer
 	for _, p := range firstRunFiles(files, "steering files", func(reason string) {
 		s.skip(id, s.rel(dir), 0, 0, "%s", reason)
