@@ -2,6 +2,8 @@ package picrew
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -92,4 +94,23 @@ func TestAManifestOfFieldsOfTheirTypesDecodesAsBefore(t *testing.T) {
 		require.Equal(t, manifest(want), m, b)
 		require.Empty(t, s.skipped, b)
 	}
+}
+
+// TestAFollowerTakesAManifestWithAFieldOfAnotherType: a follower kept the manifest read before one with a field of
+// another type (it did not decode), so the status of a run that ended was never read and the run never reconciled.
+// It takes the rest of the manifest now, the field reported.
+func TestAFollowerTakesAManifestWithAFieldOfAnotherType(t *testing.T) {
+	root := newRoot(t)
+	a := newRun(t, root, runA)
+	sink := newMemSink()
+	fl, pass, reported := stepFollower(t, root.Dir, sink)
+	pass()
+	require.NotNil(t, fl.runs[runA].p, "followed")
+	require.NoError(t, os.WriteFile(filepath.Join(a.Dir, "manifest.json"), []byte(`{"runId":"`+runA+`","goal":5,`+
+		`"status":"completed","createdAt":1790928000000}`), 0o644))
+	pass()
+	pass()
+	require.Equal(t, []string{"goal 5 is not a string: taken as absent"},
+		reasonsFor(*reported, "state/runs/"+runA+"/manifest.json"))
+	require.Contains(t, mustImported(sink), "import:"+runA+":reconcile:run:completed")
 }
