@@ -131,6 +131,11 @@
 //   - A manifest's text field, budgetWarning, budgetAbort or budgetUnlimited
 //     of another JSON type than pi-crew writes is taken as absent and
 //     reported as written, the rest of the manifest read (decodeManifest).
+//   - A field of a task record of tasks.json of another JSON type than
+//     pi-crew writes (a usage, allocation or waiting as a whole, one of its
+//     values being so) is taken as absent and reported as written, the rest
+//     of the task read (decodeTask); a record that is no object, or has no
+//     usable id, is left out.
 //   - Values crewlog's own commands bound: a manifest's budgetTotal outside
 //     0..2^53 or no integer ("abc", 1.5: the rest of the manifest is read)
 //     and a budgetWarning or budgetAbort outside [0,1] are taken as

@@ -6,7 +6,8 @@ import (
 	"slices"
 )
 
-// mistypedField is a manifest field of another JSON type than the kind pi-crew writes, as written (clipped).
+// mistypedField is a field of a manifest or a task record of another JSON type than the kind pi-crew writes, as
+// written (clipped).
 type mistypedField struct {
 	name, written, kind string
 }
@@ -18,16 +19,11 @@ type mistypedField struct {
 // flexTime). The fields are decoded in place as encoding/json decodes them (the names it matches, the last value
 // standing, a null keeping the one before), a mistyped value costing the field only.
 func decodeManifest(b []byte, m *manifest) (mistyped []mistypedField, err error) {
-	if !bytes.HasPrefix(bytes.TrimSpace(b), []byte("{")) {
-		return nil, json.Unmarshal(b, m) // null, or the error of a manifest that is no object
-	}
-	text := func(name string, v *string) looseField[string] {
-		return looseField[string]{&mistyped, name, "string", v}
-	}
+	text := func(name string, v *string) looseField[string] { return loose(&mistyped, name, "string", v) }
 	fraction := func(name string, v **float64) looseField[*float64] {
-		return looseField[*float64]{&mistyped, name, "finite number", v}
+		return loose(&mistyped, name, "finite number", v)
 	}
-	fields := struct {
+	err = decodeLoose(b, m, &struct {
 		*manifest
 		RunID           looseField[string]   `json:"runId"`
 		Team            looseField[string]   `json:"team"`
@@ -45,13 +41,28 @@ func decodeManifest(b []byte, m *manifest) (mistyped []mistypedField, err error)
 		Cwd: text("cwd", &m.Cwd), ArtifactsRoot: text("artifactsRoot", &m.ArtifactsRoot),
 		BudgetWarning:   fraction("budgetWarning", &m.BudgetWarning),
 		BudgetAbort:     fraction("budgetAbort", &m.BudgetAbort),
-		BudgetUnlimited: looseField[bool]{&mistyped, "budgetUnlimited", "boolean", &m.BudgetUnlimited},
-	}
-	err = json.Unmarshal(b, &fields)
+		BudgetUnlimited: loose(&mistyped, "budgetUnlimited", "boolean", &m.BudgetUnlimited),
+	})
 	return mistyped, err
 }
 
-// looseField decodes a manifest field into v, a value of another JSON type (kind names the one pi-crew writes) taken
+// decodeLoose decodes b into fields, a struct embedding a pointer to v and shadowing its fields by looseFields of
+// the same JSON names, or, b no object, into v as encoding/json does (null, or the error of a value that is no
+// object). NB: the looseFields are of depth 0, so encoding/json decodes each name they take into them, not into v's
+// fields they decode into, which they hide.
+func decodeLoose(b []byte, v, fields any) error {
+	if !bytes.HasPrefix(bytes.TrimSpace(b), []byte("{")) {
+		return json.Unmarshal(b, v)
+	}
+	return json.Unmarshal(b, fields)
+}
+
+// loose is the looseField of the field name of the kind pi-crew writes, decoded into v, reported in mistyped.
+func loose[T any](mistyped *[]mistypedField, name, kind string, v *T) looseField[T] {
+	return looseField[T]{mistyped, name, kind, v}
+}
+
+// looseField decodes a field into v, a value of another JSON type (kind names the one pi-crew writes) taken
 // as absent and kept in mistyped under name, until a later value of the field other than null decodes.
 type looseField[T any] struct {
 	mistyped   *[]mistypedField

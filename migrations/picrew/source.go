@@ -125,39 +125,48 @@ type manifest struct {
 // task is the part of TeamTaskState (D§2.3) the import keeps. StepID is a
 // pointer because absent (a shadow, BR-09) differs from empty.
 type task struct {
-	ID           string   `json:"id"`
-	RunID        string   `json:"runId"`
-	StepID       *string  `json:"stepId"`
-	Role         string   `json:"role"`
-	Agent        string   `json:"agent"`
-	Title        string   `json:"title"`
-	Status       string   `json:"status"`
-	Cwd          string   `json:"cwd"`
-	DependsOn    []string `json:"dependsOn"`
-	StartedAt    flexTime `json:"startedAt"`
-	FinishedAt   flexTime `json:"finishedAt"`
-	Error        string   `json:"error"`
-	FailureCause string   `json:"failureCause"`
-	Model        string   `json:"model"`
-	Depth        int      `json:"depth"`
-	Allocation   *struct {
-		TokensGranted int64 `json:"tokensGranted"`
-		TokensSpent   int64 `json:"tokensSpent"`
-	} `json:"allocation"`
-	Waiting *struct {
-		QuestionID string   `json:"questionId"`
-		AskedAt    flexTime `json:"askedAt"`
-		Deadline   flexTime `json:"deadline"`
-		Options    []string `json:"options"`
-	} `json:"waiting"`
-	Usage *struct {
-		Input      int64   `json:"input"`
-		Output     int64   `json:"output"`
-		CacheRead  int64   `json:"cacheRead"`
-		CacheWrite int64   `json:"cacheWrite"`
-		Cost       float64 `json:"cost"`
-		Turns      int64   `json:"turns"`
-	} `json:"usage"`
+	ID           string          `json:"id"`
+	RunID        string          `json:"runId"`
+	StepID       *string         `json:"stepId"`
+	Role         string          `json:"role"`
+	Agent        string          `json:"agent"`
+	Title        string          `json:"title"`
+	Status       string          `json:"status"`
+	Cwd          string          `json:"cwd"`
+	DependsOn    []string        `json:"dependsOn"`
+	StartedAt    flexTime        `json:"startedAt"`
+	FinishedAt   flexTime        `json:"finishedAt"`
+	Error        string          `json:"error"`
+	FailureCause string          `json:"failureCause"`
+	Model        string          `json:"model"`
+	Depth        int             `json:"depth"`
+	Allocation   *taskAllocation `json:"allocation"`
+	Waiting      *taskWaiting    `json:"waiting"`
+	Usage        *taskUsage      `json:"usage"`
+}
+
+// taskAllocation is a task's budget allocation in tasks.json.
+type taskAllocation struct {
+	TokensGranted int64 `json:"tokensGranted"`
+	TokensSpent   int64 `json:"tokensSpent"`
+}
+
+// taskWaiting is the question a task of tasks.json waits on.
+type taskWaiting struct {
+	QuestionID string   `json:"questionId"`
+	AskedAt    flexTime `json:"askedAt"`
+	Deadline   flexTime `json:"deadline"`
+	Options    []string `json:"options"`
+}
+
+// taskUsage is a task's usage in tasks.json.
+type taskUsage struct {
+	Input      int64   `json:"input"`
+	Output     int64   `json:"output"`
+	CacheRead  int64   `json:"cacheRead"`
+	CacheWrite int64   `json:"cacheWrite"`
+	Cost       float64 `json:"cost"`
+	Turns      int64   `json:"turns"`
 }
 
 func (t *task) shadow() bool { return t.StepID == nil }
@@ -551,8 +560,9 @@ func tasksNotReadReason(err error) string {
 
 // parseTasks decodes tasks.json (rel) of run id in both forms pi-crew
 // reads (D§1): a bare array, or the {schemaVersion, tasks} envelope. A
-// record that does not decode is reported and left out; a file that does
-// not is err, which its caller reports.
+// record that is no object is reported and left out, a field of it of
+// another JSON type than pi-crew writes taken as absent and reported
+// (decodeTask); a file that does not decode is err, which its caller reports.
 func (s *source) parseTasks(id, rel string, b []byte) ([]task, error) {
 	records, err := taskRecords(b)
 	if err != nil {
@@ -565,8 +575,14 @@ func (s *source) parseTasks(id, rel string, b []byte) ([]task, error) {
 	for i := 0; records.More(); i++ {
 		// NB: each record on its own: each is written from what its worker reported, and one value a record cannot
 		// hold (a fraction of a token) made the whole file undecodable, every other task of the run with it.
+		var record json.RawMessage
 		var t task
-		if err := records.Decode(&t); err != nil {
+		err := records.Decode(&record)
+		var mistyped []mistypedField
+		if err == nil {
+			mistyped, err = decodeTask(record, &t) // a field of another type costs the field only
+		}
+		if err != nil {
 			s.skip(id, rel, 0, 0, "task %d does not decode: left out: %v", i, err)
 			continue
 		}
@@ -587,6 +603,9 @@ func (s *source) parseTasks(id, rel string, b []byte) ([]task, error) {
 		case seen[t.ID]:
 			s.skip(id, rel, 0, 0, "task %s appears twice: the first is kept", t.ID)
 		default:
+			for _, f := range mistyped {
+				s.skip(id, rel, 0, 0, "task %s: %s %s is not a %s: taken as absent", t.ID, f.name, f.written, f.kind)
+			}
 			if !events.DepthOK(t.Depth) {
 				// NB: a shadow's depth decides whether it may be given a credential (credential.issue refuses one
 				// at the depth limit) and how deep its own delegations are.
