@@ -112,14 +112,9 @@ func TestThePassOfTheMissingViewsStopsWhileSpaceIsLow(t *testing.T) {
 			guard.low.Store(true) // the disk fills up as the pass starts
 		}
 	}}
-	l, err := eventlog.Open("db", &eventlog.Options{FS: mem})
-	require.NoError(t, err)
-	e, err = Open(l, Options{Clock: clock.Now, NewID: counterIDs(), ExpiryInterval: -1, SnapshotEvery: -1,
-		Retention: -1, Space: guard, hooks: hooks})
-	require.NoError(t, err)
+	f = openEngineWith(t, mem, clock, Options{SnapshotEvery: -1, Retention: -1, Space: guard, hooks: hooks})
+	e = f.eng
 	close(opened)
-	f = &engineFixture{t: t, fs: mem, log: l, eng: e, clock: clock}
-	t.Cleanup(f.close)
 	require.Eventually(t, func() bool { return started.Load() == 1 && !e.savingViews.Load() }, time.Minute,
 		time.Millisecond, "the pass at Open")
 	require.Positive(t, missing)
