@@ -3,6 +3,7 @@ package picrew
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"slices"
 )
 
@@ -10,6 +11,11 @@ import (
 // written (clipped).
 type mistypedField struct {
 	name, written, kind string
+}
+
+// reason is what the report of the field says, of a manifest and of a task record alike.
+func (f mistypedField) reason() string {
+	return fmt.Sprintf("%s %s is not a %s: taken as absent", f.name, f.written, f.kind)
 }
 
 // decodeManifest decodes manifest b into m as encoding/json does, but for a text field, budgetWarning, budgetAbort or

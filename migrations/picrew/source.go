@@ -468,7 +468,7 @@ func (s *source) parseManifest(id, rel string, b []byte) (m manifest, err error)
 		return m, err
 	}
 	for _, f := range mistyped {
-		s.skip(id, rel, 0, 0, "%s %s is not a %s: taken as absent", f.name, f.written, f.kind)
+		s.skip(id, rel, 0, 0, "%s", f.reason())
 	}
 	s.reportTimes(id, rel, 0, 0, "", "", &m)
 	s.boundBudget(id, rel, b, &m)
@@ -604,7 +604,7 @@ func (s *source) parseTasks(id, rel string, b []byte) ([]task, error) {
 			s.skip(id, rel, 0, 0, "task %s appears twice: the first is kept", t.ID)
 		default:
 			for _, f := range mistyped {
-				s.skip(id, rel, 0, 0, "task %s: %s %s is not a %s: taken as absent", t.ID, f.name, f.written, f.kind)
+				s.skip(id, rel, 0, 0, "task %s: %s", t.ID, f.reason())
 			}
 			if !events.DepthOK(t.Depth) {
 				// NB: a shadow's depth decides whether it may be given a credential (credential.issue refuses one
