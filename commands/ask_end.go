@@ -5,15 +5,15 @@ import (
 	"github.com/crewlog/crewlog/projections"
 )
 
-// A question closes with its asker. A task that leaves waiting for anything but an answer or its deadline — an end
-// in any terminal status, a retry, its delegation's settlement — and a run that ends time the question out in the
-// same decision, with the ask.timedout the deadline would have recorded and the reason it did not wait for it
-// (events.AskReasonAskerEnded, events.AskReasonRunEnded), so the question does not read as unanswered in time. Nobody
-// can answer it any more (wait.resolve answers only the question its task is parked on), and left pending it would
-// keep the run's waitState on a task no longer parked on it and an ended run hot past its retention until the
-// deadline, up to an hour later. NB: the fold is unchanged, so a log written before folds as it did; a question such
-// a log left pending is closed by the engine clock at its next tick (StrandedAsks, AskExpire), as the end would have
-// closed it.
+// A question closes with its asker. A task that leaves waiting for anything but an answer or its deadline — an end in
+// any terminal status, a retry, its delegation's settlement, its credential's revocation — and a run that ends time
+// the question out in the same decision, with the ask.timedout the deadline would have recorded and the reason it did
+// not wait for it (events.AskReasonAskerEnded, events.AskReasonRunEnded), so the question does not read as unanswered
+// in time. Nobody can answer it any more (wait.resolve answers only the question its task is parked on), and left
+// pending it would keep the run's waitState on a task no longer parked on it and an ended run hot past its retention
+// until the deadline, up to an hour later. NB: the fold is unchanged, so a log written before folds as it did; a
+// question such a log left pending is closed by the engine clock at its next tick (StrandedAsks, AskExpire), as the
+// end would have closed it — but for a revocation's, whose task such a log leaves parked: it waits for its deadline.
 
 // closeQuestion is the ask.timedout that closes the question t is parked on, for reason (events.AskReason..., ""
 // for its deadline) if its deadline has not passed, or nil when t is parked on none (or on one already closed, which

@@ -77,7 +77,12 @@ func (c *CredentialIssue) decide(s *projections.State, env *Env) (Decision, erro
 
 // CredentialRevoke revokes the current credential of a key (a task id, or
 // events.OrchestratorKey); the broker refuses it from the next frame on.
-// Revoking a key with no live credential is bad-params.
+// Revoking a key with no live credential is bad-params. It ends the worker:
+// the lease its job holds is cleared (endWorkerLeases), and the question its
+// task is parked on closes in the same batch (asker-ended), the task resuming
+// as at the deadline — nobody can answer it any more (wait.resolve is the
+// worker's), and left pending it would keep the run's waitState up to an hour
+// past the credential.
 type CredentialRevoke struct {
 	RunID  string
 	TaskID string
@@ -98,9 +103,12 @@ func (c *CredentialRevoke) decide(s *projections.State, env *Env) (Decision, err
 	if !ok || cr.Revoked {
 		return Decision{}, badParams("credential.revoke: %q has no live credential in run %q", c.TaskID, c.RunID)
 	}
-	ev := env.event(c.RunID, events.TypeCredentialRevoked, &events.CredentialRevoked{
+	evs := []events.Event{env.event(c.RunID, events.TypeCredentialRevoked, &events.CredentialRevoked{
 		TaskID: c.TaskID, Digest: cr.Digest, Reason: c.Reason,
-	})
-	return Decision{Events: []events.Event{ev}, Result: CredentialResult{OK: true, TaskID: c.TaskID, Role: cr.Role,
+	})}
+	if t, ok := s.Task(c.RunID, c.TaskID); ok {
+		evs = append(evs, expireParked(s, env, c.RunID, t, events.AskReasonAskerEnded)...)
+	}
+	return Decision{Events: evs, Result: CredentialResult{OK: true, TaskID: c.TaskID, Role: cr.Role,
 		Revoked: true}}, nil
 }

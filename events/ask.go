@@ -31,7 +31,7 @@ type AskAnswered struct {
 // Why a question closed before its deadline (AskTimedOut.Reason).
 const (
 	// AskReasonAskerEnded: its task left waiting on it other than by an answer — an end in any terminal status, a
-	// retry, its delegation's settlement.
+	// retry, its delegation's settlement, its credential's revocation.
 	AskReasonAskerEnded = "asker-ended"
 	// AskReasonRunEnded: its run ended (completed, failed or cancelled) while its task was parked on it.
 	AskReasonRunEnded = "run-ended"
