@@ -216,7 +216,7 @@ func TestCredentialsShowWhoNeverDigest(t *testing.T) {
 	require.Equal(t, true, c["revoked"])
 	require.Equal(t, "admin", c["revokedBy"])
 	require.Equal(t, "rotated", c["revokedReason"])
-	require.Equal(t, "waiting", c["taskStatus"], "it asked a question")
+	require.Equal(t, "running", c["taskStatus"], "its question closed with the revocation, and it resumed")
 	require.Equal(t, false, creds[1].(map[string]any)["revoked"])
 	require.NotContains(t, creds[1], "revokedBy")
 	require.NotContains(t, fmt.Sprint(body), digest)
