@@ -397,7 +397,7 @@ func TestLoginCodeOnceThenSessionCookie(t *testing.T) {
 	c := cookies[0]
 	require.Equal(t, "/#proof="+f.srv.sessionProof(c.Value), resp.Header.Get("Location"),
 		"the page gets the session's proof in the fragment, which no server is sent")
-	require.Equal(t, sessionCookie, c.Name)
+	require.Equal(t, f.srv.sessionCookieName(), c.Name)
 	require.True(t, c.HttpOnly)
 	require.Equal(t, http.SameSiteStrictMode, c.SameSite)
 	require.Equal(t, "/", c.Path)
@@ -413,7 +413,7 @@ func TestLoginCodeOnceThenSessionCookie(t *testing.T) {
 	code, _ := f.send(req)
 	require.Equal(t, http.StatusOK, code, "the session cookie reads the API")
 	req, _ = http.NewRequest(http.MethodGet, f.web.URL+"/api/v1/runs", nil)
-	f.withSession(req, &http.Cookie{Name: sessionCookie, Value: "forged"})
+	f.withSession(req, &http.Cookie{Name: f.srv.sessionCookieName(), Value: "forged"})
 	code, _ = f.send(req)
 	require.Equal(t, http.StatusUnauthorized, code)
 

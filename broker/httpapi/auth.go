@@ -14,9 +14,6 @@ import (
 	"time"
 )
 
-// sessionCookie is the page's session: HttpOnly, SameSite=Strict, Path=/.
-const sessionCookie = "crewlog_session"
-
 // The session cookie alone does not authenticate: a browser sends it to every port of the host name, so a server a
 // worker runs on another port of 127.0.0.1 gets it whenever the operator opens one of its pages, and could replay it
 // from outside a browser. With it comes the session's proof (sessionProof), which the login hands the page in the
@@ -88,7 +85,7 @@ func (s *Server) authenticate(r *http.Request) (principal, *apiError) {
 		}
 		return principal{}, errorf(http.StatusUnauthorized, codeAuth, "unknown or revoked token")
 	}
-	if cookies := sessionCookies(r); len(cookies) > 0 {
+	if cookies := sessionCookies(r, s.sessionCookieName()); len(cookies) > 0 {
 		// NB: SameSite=Strict still sends the cookie from every origin of the same site — another port of
 		// 127.0.0.1, a dev server a worker started, say. Only the page's own requests and the user's own
 		// navigation may use the session.
@@ -129,11 +126,11 @@ func (s *Server) authenticate(r *http.Request) (principal, *apiError) {
 // page's session on its run's routes (the page's reads of them refused 401 while its cookies live).
 const maxSessionCookies = 32
 
-// sessionCookies is the values of r's session cookies that may be sessions (not empty, at most maxSecretLen), at
-// most maxSessionCookies of them, in the order sent.
-func sessionCookies(r *http.Request) []string {
+// sessionCookies is the values of r's cookies of the session cookie's name that may be sessions (not empty, at most
+// maxSecretLen), at most maxSessionCookies of them, in the order sent.
+func sessionCookies(r *http.Request, name string) []string {
 	var vs []string
-	for _, c := range r.CookiesNamed(sessionCookie) {
+	for _, c := range r.CookiesNamed(name) {
 		if c.Value != "" && len(c.Value) <= maxSecretLen {
 			vs = append(vs, c.Value)
 			if len(vs) == maxSessionCookies {
@@ -391,10 +388,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sess := s.sessions.add(owner, now.Add(SessionLifetime), now)
-	http.SetCookie(w, &http.Cookie{
-		Name: sessionCookie, Value: sess, Path: "/", MaxAge: int(SessionLifetime / time.Second),
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
-	})
+	http.SetCookie(w, s.sessionCookie(r, sess))
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, "/#"+proofParam+"="+s.sessionProof(sess), http.StatusSeeOther)
 }

@@ -285,14 +285,14 @@ func FuzzAPI(f *testing.F) {
 		case fuzzReadOnly:
 			req.Header.Set("Authorization", "Bearer "+roToken)
 		case fuzzSession:
-			req.AddCookie(&http.Cookie{Name: sessionCookie, Value: session})
+			req.AddCookie(&http.Cookie{Name: srv.sessionCookieName(), Value: session})
 			req.Header.Set(proofHeader, srv.sessionProof(session))
 		case fuzzWrongToken:
 			req.Header.Set("Authorization", "Bearer wrong-"+adminToken)
 		case fuzzWrongScheme:
 			req.Header.Set("Authorization", "Basic "+adminToken)
 		case fuzzForgedSession:
-			req.AddCookie(&http.Cookie{Name: sessionCookie, Value: "forged"})
+			req.AddCookie(&http.Cookie{Name: srv.sessionCookieName(), Value: "forged"})
 			req.Header.Set(proofHeader, srv.sessionProof("forged"))
 		case fuzzLongToken:
 			req.Header.Set("Authorization", "Bearer "+strings.Repeat(adminToken, 20))

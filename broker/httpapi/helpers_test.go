@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -96,8 +97,11 @@ func newFixtureStore(t testing.TB, opts Options, eo commands.Options, lo *eventl
 	f.srv, err = New(opts)
 	require.NoError(t, err)
 	f.web = httptest.NewServer(f.srv.Handler())
-	// LoginURL names the listener's address; the test's listener is httptest's.
-	f.srv.baseURL = f.web.URL
+	// LoginURL and the session cookie's name name the listener's address; the test's listener is httptest's.
+	f.srv.mu.Lock()
+	f.srv.reachedAt("127.0.0.1", f.web.Listener.Addr().(*net.TCPAddr).Port)
+	f.srv.mu.Unlock()
+	require.Equal(t, f.web.URL, f.srv.BaseURL())
 	t.Cleanup(func() {
 		f.web.CloseClientConnections()
 		f.srv.Close()

@@ -53,13 +53,15 @@ type Server struct {
 	// shorter in a test.
 	closeGrace time.Duration
 
-	mu       sync.Mutex
-	ln       *limitListener
-	hs       *http.Server
-	baseURL  string
-	loopback bool          // the listener is on a loopback address: check Host
-	quit     chan struct{} // closed by Close: ends every stream
-	closed   bool
+	mu      sync.Mutex
+	ln      *limitListener
+	hs      *http.Server
+	baseURL string
+	// cookieName is the session cookie's name (cookie.go), which names the listener's port once it listens.
+	cookieName string
+	loopback   bool          // the listener is on a loopback address: check Host
+	quit       chan struct{} // closed by Close: ends every stream
+	closed     bool
 	// closeDone is closed when the first Close has finished: a Close called meanwhile waits for it.
 	closeDone chan struct{}
 	// handlers counts the requests in progress, entered under mu while the server is open: Close waits for them,
@@ -75,7 +77,7 @@ func New(opts Options) (*Server, error) {
 	o := opts.withDefaults()
 	s := &Server{
 		opts: o, quit: make(chan struct{}), closeDone: make(chan struct{}), loopback: !o.AllowRemote,
-		writeTimeout: writeTimeout, closeGrace: closeGrace,
+		writeTimeout: writeTimeout, closeGrace: closeGrace, cookieName: sessionCookieName(0),
 	}
 	rand.Read(s.proofKey[:]) // NB: crypto/rand.Read never fails (Go ≥ 1.24 crashes the process instead)
 	s.sessions = newSecrets(o.MaxSessions, maxSessionsPerCredential, s.credentialValid)
@@ -136,7 +138,7 @@ func (s *Server) Listen(addr string) error {
 	if a.IP.IsUnspecified() {
 		h = "127.0.0.1"
 	}
-	s.baseURL = "http://" + net.JoinHostPort(h, fmt.Sprint(a.Port))
+	s.reachedAt(h, a.Port)
 	s.hs = &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second,

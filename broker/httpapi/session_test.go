@@ -272,7 +272,7 @@ func TestASessionCookieSetByAnotherPortDoesNotShadowThePages(t *testing.T) {
 		resp.Body.Close() // NB: a stream's body never ends on its own
 		return resp.StatusCode
 	}
-	garbage := &http.Cookie{Name: sessionCookie, Value: "planted"}
+	garbage := &http.Cookie{Name: f.srv.sessionCookieName(), Value: "planted"}
 	proof := f.srv.sessionProof(page.Value)
 	for _, path := range []string{"/api/v1/runs", "/api/v1/stream"} {
 		for _, first := range []*http.Cookie{garbage, planted} {
@@ -326,7 +326,8 @@ func TestCookiesPlantedOnEveryPathOfARouteDoNotShadowThePages(t *testing.T) {
 			require.NoError(t, err)
 			for _, p := range planted {
 				for _, twin := range []string{"", "-partitioned"} {
-					req.AddCookie(&http.Cookie{Name: sessionCookie, Value: "planted-on" + strings.ReplaceAll(p, "/", "_") + twin})
+					value := "planted-on" + strings.ReplaceAll(p, "/", "_") + twin
+					req.AddCookie(&http.Cookie{Name: f.srv.sessionCookieName(), Value: value})
 				}
 			}
 			f.withSession(req, page)
