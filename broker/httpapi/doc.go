@@ -18,18 +18,18 @@
 //   - Read-only: no route changes state (POST /api/v1/login mints a login link, held in memory only).
 //   - Authentication on every data route: the admin token or a read-only token (TokenChecker: digests only) as a
 //     Bearer, or a session cookie (HttpOnly, SameSite=Strict; named by the listener's port, so that two servers of
-//     one host keep their sessions apart: cookie.go) got by spending a one-time login code, with the session's proof
-//     (an HMAC of it, handed to the page in the login's fragment: auth.go), since the browser sends the cookie to
-//     every port of the host, a worker's server on another one too; the session is the cookie the proof was made for,
-//     of the first 32 sent, since such a server may also set ones the browser sends first. A session belongs to the
-//     credential that minted its code: it lasts only while that credential is valid and counts against its limits; an
-//     open stream re-checks its credential before every write and ends once it is revoked or the session expired, and
-//     a request that waited for its read turn or for the rebuild slot re-checks it when the turn comes (401, nothing
-//     read nor folded, the turn passed on: readturns.go, stateCache.turn), a rebuild in progress every second (401,
-//     stopped as when its client goes: watchCredential); a request another origin sent (Sec-Fetch-Site same-site or
-//     cross-site) may not use the cookie, nor spend a login code (which would log the browser into the session of the
-//     credential that minted it). Tokens, codes and session ids are held as sha-256 digests and compared in constant
-//     time; none reaches a log line.
+//     one host keep their sessions apart; Secure with Options.SecureCookie: cookie.go) got by spending a one-time
+//     login code, with the session's proof (an HMAC of it, handed to the page in the login's fragment: auth.go),
+//     since the browser sends the cookie to every port of the host, a worker's server on another one too; the session
+//     is the cookie the proof was made for, of the first 32 sent, since such a server may also set ones the browser
+//     sends first. A session belongs to the credential that minted its code: it lasts only while that credential is
+//     valid and counts against its limits; an open stream re-checks its credential before every write and ends once
+//     it is revoked or the session expired, and a request that waited for its read turn or for the rebuild slot
+//     re-checks it when the turn comes (401, nothing read nor folded, the turn passed on: readturns.go,
+//     stateCache.turn), a rebuild in progress every second (401, stopped as when its client goes: watchCredential); a
+//     request another origin sent (Sec-Fetch-Site same-site or cross-site) may not use the cookie, nor spend a login
+//     code (which would log the browser into the session of the credential that minted it). Tokens, codes and session
+//     ids are held as sha-256 digests and compared in constant time; none reaches a log line.
 //   - Loopback only unless Options.AllowRemote: Listen refuses another address, and the handler refuses a Host
 //     header that does not name loopback (DNS rebinding).
 //   - Every client-controlled size is bounded: limit 1..1000, cursors ≤ 64 bytes, ids ≤ 256, type filters ≤ 64,
@@ -171,7 +171,8 @@
 //   - A total time for an answer: a client that takes each 256 KiB just within its 10 s holds its turn and place
 //     for as long as the answer lasts, up to 160 s for a page of 4 MiB (a state?at answer's lists hold up to
 //     4 MiB each).
-//   - TLS: serve it behind a proxy that terminates TLS when --http-allow-remote. A server on another port of the
-//     host can replace the page's cookie of Path=/ (the name is no secret), which signs the page out until its next
-//     login.
+//   - TLS: serve it behind a proxy that terminates TLS when --http-allow-remote, with Options.SecureCookie
+//     (--http-secure-cookie). A server on another port of the host can replace the page's cookie of Path=/ (the
+//     name is no secret), which signs the page out until its next login; over https with SecureCookie the name's
+//     __Host- prefix keeps a plain-http origin from doing so.
 package httpapi

@@ -71,6 +71,13 @@ type Options struct {
 	// AllowRemote lets Listen bind a non-loopback address. Without it Listen refuses one, and the handler refuses
 	// a request whose Host is not a loopback name (DNS rebinding).
 	AllowRemote bool
+	// SecureCookie marks the session cookie Secure and names it with the __Host- prefix (cookie.go), which browsers
+	// hold to Secure, Path=/ and no Domain, and which no page of a plain-http origin may set or replace. Set it only
+	// when browsers reach the server over https (a proxy in front terminates TLS): a browser sends a Secure cookie
+	// over plain http to localhost at most, so a page of another machine could not sign in. NB: not guessed from
+	// X-Forwarded-Proto, which any client may send, nor implied by AllowRemote, which a plain-http setup on a trusted
+	// network uses too.
+	SecureCookie bool
 	// Metrics, when set, is served at /metrics (see NewMetrics). Broker adds the socket's census to it.
 	Metrics *Metrics
 	Broker  BrokerStats

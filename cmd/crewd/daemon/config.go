@@ -99,10 +99,12 @@ type Config struct {
 
 	// HTTPAddr is the dashboard API's address ("" turns HTTP off); HTTPAddrSet says it was given rather than
 	// defaulted (a default address in use only disables HTTP, with a warning). HTTPAllowRemote permits a
-	// non-loopback address.
-	HTTPAddr        string
-	HTTPAddrSet     bool
-	HTTPAllowRemote bool
+	// non-loopback address. HTTPSecureCookie marks the session cookie Secure (httpapi.Options.SecureCookie): only
+	// the operator knows that browsers reach crewd over https, through a proxy in front of it.
+	HTTPAddr         string
+	HTTPAddrSet      bool
+	HTTPAllowRemote  bool
+	HTTPSecureCookie bool
 
 	// FollowPicrew is a pi-crew crew root to follow ("" for none): crewd runs the follower of migrations/picrew
 	// against its own socket.
@@ -171,6 +173,10 @@ var options = []option{
 	{"follow-picrew", kindString, "DIR", "a pi-crew crew root (holding state/runs) to import and keep importing as pi-crew writes it, through crewd's own socket as the admin (crewctl import picrew DIR --follow inside crewd; docs/picrew.md)", fixed("")},
 	{"http", kindString, "ADDR", "address of the dashboard and its read-only HTTP API (host:port); \"\" turns HTTP off", fixed(httpapi.DefaultAddr)},
 	{"http-allow-remote", kindBool, "[=BOOL]", "allow --http on a non-loopback address (the API then answers other machines; put TLS in front)", fixed("false")},
+	// NB: off by default, --http-allow-remote or not: a browser sends a Secure cookie over plain http to localhost at
+	// most, so on by default it would sign no page in on a remote setup served plain; and a loopback crewd may have a
+	// TLS proxy in front of it too.
+	{"http-secure-cookie", kindBool, "[=BOOL]", "mark the dashboard's session cookie Secure (and name it __Host-…): pass it when browsers reach the dashboard over https, through a proxy in front that terminates TLS; over plain http a page of another machine cannot sign in with it", fixed("false")},
 	{"log-level", kindString, "LEVEL", "debug, info, warn or error", fixed("info")},
 	{"log-format", kindString, "FORMAT", "text or json (logs go to stderr)", fixed("text")},
 }
@@ -436,6 +442,7 @@ func Load(args []string, env Env) (Config, error) {
 	}
 	c.LogFormat = oneOf("log-format", "text", "json")
 	c.HTTPAllowRemote = boolean("http-allow-remote")
+	c.HTTPSecureCookie = boolean("http-secure-cookie")
 	c.HTTPAddr, _ = str("http")
 	c.HTTPAddrSet = !strings.HasPrefix(vals["http"].src, "default ")
 	if c.HTTPAddr != "" {

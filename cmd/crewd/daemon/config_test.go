@@ -135,6 +135,26 @@ func TestLoadHTTP(t *testing.T) {
 	require.Equal(t, "[::1]:0", c.HTTPAddr)
 }
 
+// TestLoadHTTPSecureCookie: --http-secure-cookie, or its key in --config, marks the dashboard's session cookie
+// Secure; without it, with --http-allow-remote too, it is not (a Secure cookie is never sent back over plain http).
+func TestLoadHTTPSecureCookie(t *testing.T) {
+	file := writeFile(t, "crewd.json", `{"http-secure-cookie": true}`)
+	for _, c := range []struct {
+		args []string
+		want bool
+	}{
+		{args: nil, want: false},
+		{args: []string{"--http", "0.0.0.0:7717", "--http-allow-remote"}, want: false},
+		{args: []string{"--http-secure-cookie"}, want: true},
+		{args: []string{"--http-secure-cookie=false"}, want: false},
+		{args: []string{"--config", file}, want: true},
+	} {
+		cfg, err := Load(c.args, homeEnv)
+		require.NoError(t, err, "%q", c.args)
+		require.Equal(t, c.want, cfg.HTTPSecureCookie, "%q", c.args)
+	}
+}
+
 func TestLoadRelativePathsBecomeAbsolute(t *testing.T) {
 	wd, err := os.Getwd()
 	require.NoError(t, err)

@@ -32,11 +32,13 @@
 //     is refused, never silently fixed: its secret may have leaked.
 //   - The admin token never reaches stdout, the logs or the event log; the broker gets only its sha-256 digest.
 //   - Keeping server.key and the store keeps every issued token valid across restarts (SPEC §5).
-//   - The dashboard's HTTP API (package broker/httpapi) listens on --http (default 127.0.0.1:7717; "" turns it
-//     off), loopback only unless --http-allow-remote. A default address already in use turns HTTP off with a
-//     warning; an address given explicitly that cannot be bound stops the start. crewd prints a one-time login
-//     link (crewd: dashboard URL) before the socket line; the link's code is a secret for whoever reads stdout,
-//     valid 10 minutes (httpapi.LoginCodeLifetime), so that stdout read later opens nothing.
+//   - The dashboard's HTTP API (package broker/httpapi) listens on --http (default 127.0.0.1:7717; "" turns it off),
+//     loopback only unless --http-allow-remote; its session cookie is Secure only with --http-secure-cookie (for
+//     browsers that reach it over https, through a proxy in front: crewd serves plain HTTP). A default address
+//     already in use turns HTTP off with a warning; an address given explicitly that cannot be bound stops the start.
+//     crewd prints a one-time login link (crewd: dashboard URL) before the socket line; the link's code is a secret
+//     for whoever reads stdout, valid 10 minutes (httpapi.LoginCodeLifetime), so that stdout read later opens
+//     nothing.
 //   - Shutdown on SIGINT or SIGTERM: the pi-crew follower (--follow-picrew) sends what it has read and its
 //     checkpoints while the broker still serves; then the broker stops accepting and closes connections, the engine
 //     finishes the group it is committing, the log closes; exit 0 (1 if the signal came while the store was opened

@@ -24,6 +24,7 @@ func startHTTP(cfg Config, eng *commands.Engine, log *eventlog.Log, srv *broker.
 	hl := lg.With("component", "http")
 	opts := httpapi.Options{
 		Engine: eng, Log: log, AdminDigest: adminDigest, UI: webui.FS(), AllowRemote: cfg.HTTPAllowRemote,
+		SecureCookie: cfg.HTTPSecureCookie,
 		ReadOnly: NewReadOnlyTokens(cfg.DataDir, func(err error) {
 			hl.Warn("read-only tokens unreadable; none accepted", "err", err)
 		}),
