@@ -30,8 +30,8 @@ const sessionCookieBase = "crewlog_session"
 // session.
 const hostCookiePrefix = "__Host-"
 
-// sessionCookieName is the session cookie's name for a listener on port (0: not known), marked Secure or not.
-func sessionCookieName(port int, secure bool) string {
+// cookieNameFor is the session cookie's name for a listener on port (0: not known), marked Secure or not.
+func cookieNameFor(port int, secure bool) string {
 	name := sessionCookieBase
 	if port > 0 {
 		name += "_" + strconv.Itoa(port)
@@ -46,7 +46,7 @@ func sessionCookieName(port int, secure bool) string {
 // the session cookie's name. Under s.mu.
 func (s *Server) reachedAt(host string, port int) {
 	s.baseURL = "http://" + net.JoinHostPort(host, strconv.Itoa(port))
-	s.cookieName = sessionCookieName(port, s.opts.SecureCookie)
+	s.cookieName = cookieNameFor(port, s.opts.SecureCookie)
 }
 
 // sessionCookieName is the name of the server's session cookie (reachedAt).

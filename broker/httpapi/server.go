@@ -77,7 +77,7 @@ func New(opts Options) (*Server, error) {
 	o := opts.withDefaults()
 	s := &Server{
 		opts: o, quit: make(chan struct{}), closeDone: make(chan struct{}), loopback: !o.AllowRemote,
-		writeTimeout: writeTimeout, closeGrace: closeGrace, cookieName: sessionCookieName(0, o.SecureCookie),
+		writeTimeout: writeTimeout, closeGrace: closeGrace, cookieName: cookieNameFor(0, o.SecureCookie),
 	}
 	rand.Read(s.proofKey[:]) // NB: crypto/rand.Read never fails (Go ≥ 1.24 crashes the process instead)
 	s.sessions = newSecrets(o.MaxSessions, maxSessionsPerCredential, s.credentialValid)
