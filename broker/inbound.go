@@ -31,15 +31,24 @@ type inboundBudget struct {
 	mu    sync.Mutex
 	used  int64
 	limit int64
-	room  chan struct{} // made by a reader waiting for room, closed (and dropped) when bytes are given back
-	conns int           // the connections counting against a credential's or a run's, under the server's mu
+	// waiters are the readers waiting for room, in the order they came (reserve); a release counts its bytes for
+	// those they fit, and wakes those alone (grant).
+	waiters []*roomWaiter
+	conns   int // the connections counting against a credential's or a run's, under the server's mu
+}
+
+// roomWaiter is a reader waiting for n bytes of a budget: ready is closed once they are counted for it.
+type roomWaiter struct {
+	n     int64
+	ready chan struct{}
 }
 
 func (b *inboundBudget) limitTo(n int64) { b.limit = n }
 func (b *inboundBudget) joined() *int    { return &b.conns }
 
-// reserve counts n bytes if they fit within the limit, and returns nil; else it counts nothing and returns a
-// channel closed when bytes are next given back.
+// reserve counts n bytes if they fit within the limit, and returns nil; else it counts nothing and returns a channel
+// closed once a release has counted the n bytes for it (grant), the caller's then, unless it gives them up first
+// (abandon).
 func (b *inboundBudget) reserve(n int64) <-chan struct{} {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -47,10 +56,23 @@ func (b *inboundBudget) reserve(n int64) <-chan struct{} {
 		b.used += n
 		return nil
 	}
-	if b.room == nil {
-		b.room = make(chan struct{})
+	w := &roomWaiter{n: n, ready: make(chan struct{})}
+	b.waiters = append(b.waiters, w)
+	return w.ready
+}
+
+// abandon ends the wait of room, a channel of reserve for n bytes, that its reader gives up: it no longer waits, or,
+// when a release counted them for it meanwhile, gives them back.
+func (b *inboundBudget) abandon(room <-chan struct{}, n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	i := slices.IndexFunc(b.waiters, func(w *roomWaiter) bool { return w.ready == room })
+	if i >= 0 {
+		b.waiters = slices.Delete(b.waiters, i, i+1)
+		return
 	}
-	return b.room
+	b.used -= n // counted for the reader before it gave up: given back as by a release
+	b.grant()
 }
 
 // add counts n bytes whatever the limit: those a connection holds as it joins the budget (inboundShare.share).
@@ -60,15 +82,33 @@ func (b *inboundBudget) add(n int64) {
 	b.used += n
 }
 
-// release gives back n bytes and wakes the readers waiting for room.
+// release gives back n bytes, counted for the readers waiting that they serve (grant).
 func (b *inboundBudget) release(n int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.used -= n
-	if b.room != nil {
-		close(b.room)
-		b.room = nil
+	b.grant()
+}
+
+// grant counts the room left for each reader waiting that it fits, in the order they came, and wakes those alone;
+// the others wait on, not woken to try the budget in vain. NB: first fit, not first come first served: a reader
+// waiting for more than is left does not hold back the later ones the room fits, nor a line that comes later
+// (reserve). A reader holds none of a budget while it waits (takeAll), and served strictly in turn it would hold
+// all that is left, kept from every other client until the room it waits for came or its wait ended: a client
+// could keep the budget's room from the others with one large chunk waiting, without holding a byte. So a reader
+// waiting for a large chunk (up to half a frame) may see smaller ones served before it, until its wait ends.
+func (b *inboundBudget) grant() {
+	kept := b.waiters[:0]
+	for _, w := range b.waiters {
+		if b.used+w.n > b.limit {
+			kept = append(kept, w)
+			continue
+		}
+		b.used += w.n
+		close(w.ready)
 	}
+	clear(b.waiters[len(kept):])
+	b.waiters = kept
 }
 
 // inUse is the bytes held against the budget.
@@ -78,49 +118,75 @@ func (b *inboundBudget) inUse() int64 {
 	return b.used
 }
 
-// takeAll reserves n bytes of every budget of bs (nil entries ignored) or of none, waiting for room up to wait;
-// false when there was none in time, or done was closed first. NB: all or none: a reader waiting for its run's room
-// holds none of the daemon's meanwhile, which would be to hold capacity the others need while it waits for its
-// own. The narrowest budget is tried first (the last of bs), so that a reader its own share holds back does not
-// take the daemon's bytes even for a moment.
-func takeAll(bs []*inboundBudget, n int64, done <-chan struct{}, wait time.Duration) bool {
-	var timeout <-chan time.Time
+// takeAll reserves n bytes of every budget of bs (nil entries ignored) or of none, waiting for room up to wait, and
+// says how it ended: taken, or not (noRoom, or ended by done). NB: all or none: a reader waiting for its
+// run's room holds none of the daemon's meanwhile, which would be to hold capacity the others need while it waits
+// for its own. The narrowest budget is tried first (the last of bs), so that a reader its own share holds back does
+// not take the daemon's bytes even for a moment; one a release served bytes of a wider budget holds them only as it
+// tries the others.
+func takeAll(bs []*inboundBudget, n int64, done <-chan struct{}, wait time.Duration) takeEnd {
+	var (
+		timeout <-chan time.Time
+		served  *inboundBudget // the budget whose release counted n bytes for the reader
+	)
 	for {
-		room := reserveAll(bs, n)
+		b, room := reserveAll(bs, n, served)
 		if room == nil {
-			return true
+			return taken
 		}
 		if timeout == nil {
 			if wait <= 0 {
-				return false
+				b.abandon(room, n)
+				return noRoom
 			}
 			t := time.NewTimer(wait)
 			defer t.Stop()
 			timeout = t.C
 		}
+		served = nil
 		select {
 		case <-room:
+			served = b
 		case <-done:
-			return false
+			b.abandon(room, n)
+			return ended
 		case <-timeout:
-			return false
+			b.abandon(room, n)
+			return noRoom
 		}
 	}
 }
 
-// reserveAll reserves n bytes of every budget of bs, narrowest (last) first, and returns nil; else it gives back
-// what it reserved and returns the room of the budget that had none.
-func reserveAll(bs []*inboundBudget, n int64) <-chan struct{} {
+// takeEnd is how takeAll ended.
+type takeEnd int
+
+const (
+	taken  takeEnd = iota
+	noRoom         // no room in time
+	ended          // the connection was closed
+)
+
+// reserveAll reserves n bytes of every budget of bs, narrowest (last) first, but served, whose bytes are counted
+// already, and returns nil; else it gives back what it reserved, served's included, and returns the budget that had
+// no room and the room it waits for there (reserve).
+func reserveAll(bs []*inboundBudget, n int64, served *inboundBudget) (*inboundBudget, <-chan struct{}) {
 	for i := len(bs) - 1; i >= 0; i-- {
-		if bs[i] == nil {
+		if bs[i] == nil || bs[i] == served {
 			continue
 		}
 		if room := bs[i].reserve(n); room != nil {
-			releaseAll(bs[i+1:], n)
-			return room
+			for _, b := range bs[i+1:] {
+				if b != nil && b != served {
+					b.release(n)
+				}
+			}
+			if served != nil {
+				served.release(n)
+			}
+			return bs[i], room
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // releaseAll gives back n bytes to every budget of bs (nil entries ignored).
@@ -164,7 +230,7 @@ func (s *inboundShare) Take(n int) bool {
 	// NB: a copy: share, which changes them, is called by the reader between two lines, never during a Take.
 	budgets, closed := s.budgets, s.closed
 	s.mu.Unlock()
-	if closed || !takeAll(budgets[:], int64(n), s.done, wait) {
+	if closed || takeAll(budgets[:], int64(n), s.done, wait) != taken {
 		return false
 	}
 	s.mu.Lock()

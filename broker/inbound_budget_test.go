@@ -125,11 +125,7 @@ func TestCloseEndsAReaderWaitingForInboundRoom(t *testing.T) {
 	waiter := f.dial()
 	waiter.helloAdmin() // NB: the daemon's budget alone: P's own share would hold P back first
 	go waiter.nc.Write([]byte(`{"id":"p","method":"ping","params":"` + strings.Repeat("x", 100<<10)))
-	require.Eventually(t, func() bool {
-		f.srv.inBudget.mu.Lock()
-		defer f.srv.inBudget.mu.Unlock()
-		return f.srv.inBudget.room != nil // the waiter waits for room
-	}, guard, time.Millisecond)
+	require.Eventually(t, func() bool { return waitsForRoom(&f.srv.inBudget) }, guard, time.Millisecond)
 	srv, start := f.srv, time.Now()
 	f.close()
 	require.Less(t, time.Since(start), guard, "the server's Close does not wait for the reader's wait to end")

@@ -120,7 +120,7 @@ func leavesLessThan(b *inboundBudget, n int64) bool {
 func waitsForRoom(b *inboundBudget) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.room != nil
+	return len(b.waiters) > 0
 }
 
 // TestInboundSharesPerCredentialAndRun: a reader takes a line's bytes from its credential's share and a worker's
