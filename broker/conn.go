@@ -116,7 +116,7 @@ func newConn(s *Server, nc *net.UnixConn, seq uint64) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &conn{s: s, nc: nc, seq: seq, out: newOutbound(s.opts.OutboundQueueCap, s.opts.OutboundBytes, &s.outBudget),
 		w: newSocketWriter(nc, s.writeTimeout), ctx: ctx, cancel: cancel, done: ctx.Done(),
-		in: inboundShare{budgets: [maxBudgets]*inboundBudget{&s.inBudget, &s.helloIn}, done: ctx.Done(),
+		in: inboundShare{budgets: [maxBudgets]*inboundBudget{&s.inBudget, &s.helloIn}, done: ctx.Done(), nc: nc,
 			wait: s.writeTimeout}}
 }
 
@@ -173,7 +173,9 @@ func (c *conn) readLoop() {
 			// NB: a line cut off by a reset (a client that closed with an answer unread) is truncated as well; one a
 			// hello timeout cut off is not: its connection was held for HelloTimeout, its own pace.
 			truncated := errors.Is(err, wire.ErrTruncated) && r != reasonHelloTimeout
-			switch refused := r == reasonMalformed || r == reasonOversize || r == reasonInboundFull || truncated; {
+			// NB: a line its client's close ended as it waited for room is read up to there, as a truncated one is.
+			noRoom := errors.Is(err, wire.ErrNoRoom)
+			switch refused := r == reasonMalformed || r == reasonOversize || noRoom || truncated; {
 			case refused && !c.authed:
 				// NB: read and parsed up to a frame (a line the stream ended in: read): closed at its process's pace,
 				// and charged to it, as a request before a hello is (refuseBeforeHello).
@@ -206,6 +208,8 @@ func (c *conn) readFailure(err error) closeReason {
 		return reasonOversize
 	case errors.Is(err, wire.ErrMalformed):
 		return reasonMalformed
+	case errors.Is(err, wire.ErrNoRoom) && c.in.clientGone():
+		return reasonReadError // NB: its client closed in the middle of a line, as it waited for room
 	case errors.Is(err, wire.ErrNoRoom):
 		return reasonInboundFull
 	case errors.Is(err, os.ErrDeadlineExceeded) && !c.authed:

@@ -130,7 +130,7 @@
 //     run's worker connections (so neither one token's lines left unfinished nor those of the many tokens one run
 //     may issue can take everyone's budget) and ≤ GlobalInboundBytes, every connection's together (inbound.go: a
 //     reader without room in one of them reads no more and waits, holding none of the others', writeTimeout at
-//     most, then its connection closes as for a line over the cap); waits
+//     most, then its connection closes as for a line over the cap, at once when its client closes); waits
 //     and subscriptions bounded per connection and credential; params bounded by ParseCommand and the handlers;
 //     pacing buckets only for keys charged recently (a full bucket is deleted, pacer.go), so processes that each
 //     send one refused hello leave none behind once their buckets refill; a credential's or a run's outbound and

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"net"
 	"slices"
 	"sync"
 	"time"
@@ -119,14 +120,17 @@ func (b *inboundBudget) inUse() int64 {
 }
 
 // takeAll reserves n bytes of every budget of bs (nil entries ignored) or of none, waiting for room up to wait, and
-// says how it ended: taken, or not (noRoom, or ended by done). NB: all or none: a reader waiting for its
+// says how it ended: taken, or not (noRoom, ended by done, or clientGone once watch's channel is closed; watch, when
+// not nil, is called as the wait begins, to watch for the client's close). NB: all or none: a reader waiting for its
 // run's room holds none of the daemon's meanwhile, which would be to hold capacity the others need while it waits
 // for its own. The narrowest budget is tried first (the last of bs), so that a reader its own share holds back does
 // not take the daemon's bytes even for a moment; one a release served bytes of a wider budget holds them only as it
 // tries the others.
-func takeAll(bs []*inboundBudget, n int64, done <-chan struct{}, wait time.Duration) takeEnd {
+func takeAll(bs []*inboundBudget, n int64, done <-chan struct{}, wait time.Duration,
+	watch func() <-chan struct{}) takeEnd {
 	var (
 		timeout <-chan time.Time
+		gone    <-chan struct{}
 		served  *inboundBudget // the budget whose release counted n bytes for the reader
 	)
 	for {
@@ -142,6 +146,9 @@ func takeAll(bs []*inboundBudget, n int64, done <-chan struct{}, wait time.Durat
 			t := time.NewTimer(wait)
 			defer t.Stop()
 			timeout = t.C
+			if watch != nil {
+				gone = watch()
+			}
 		}
 		served = nil
 		select {
@@ -150,6 +157,9 @@ func takeAll(bs []*inboundBudget, n int64, done <-chan struct{}, wait time.Durat
 		case <-done:
 			b.abandon(room, n)
 			return ended
+		case <-gone:
+			b.abandon(room, n)
+			return clientGone
 		case <-timeout:
 			b.abandon(room, n)
 			return noRoom
@@ -161,9 +171,10 @@ func takeAll(bs []*inboundBudget, n int64, done <-chan struct{}, wait time.Durat
 type takeEnd int
 
 const (
-	taken  takeEnd = iota
-	noRoom         // no room in time
-	ended          // the connection was closed
+	taken      takeEnd = iota
+	noRoom             // no room in time
+	ended              // the connection was closed
+	clientGone         // its client closed its end
 )
 
 // reserveAll reserves n bytes of every budget of bs, narrowest (last) first, but served, whose bytes are counted
@@ -205,9 +216,11 @@ func releaseAll(bs []*inboundBudget, n int64) {
 // others' shares leave it room (it takes sixteen credentials, or four runs, to hold the whole). Its reader waits for
 // room for wait at most, and before its hello not past the hello's deadline; the connection's close ends the wait at
 // once, and gives back whatever the reader still holds, once, to each budget: the reader, whose line ends as its
-// socket is closed, then gives back nothing more.
+// socket is closed, then gives back nothing more. The client's close ends the wait at once too (hangupWatch), and
+// then the connection.
 type inboundShare struct {
 	done  <-chan struct{}
+	nc    *net.UnixConn // watched for its client's close while the reader waits for room (hangupWatch); nil: not
 	wait  time.Duration
 	until time.Time // the hello's deadline; zero after it (reader only)
 
@@ -218,6 +231,7 @@ type inboundShare struct {
 	budgets [maxBudgets]*inboundBudget
 	held    int64
 	closed  bool
+	gone    bool // the last Take was refused as the client closed its end (clientGone)
 }
 
 // Take implements wire.SpillBudget.
@@ -230,17 +244,40 @@ func (s *inboundShare) Take(n int) bool {
 	// NB: a copy: share, which changes them, is called by the reader between two lines, never during a Take.
 	budgets, closed := s.budgets, s.closed
 	s.mu.Unlock()
-	if closed || takeAll(budgets[:], int64(n), s.done, wait) != taken {
+	if closed {
 		return false
+	}
+	var hangup *hangupWatch
+	watch := func() <-chan struct{} {
+		if s.nc == nil {
+			return nil
+		}
+		hangup = watchHangup(s.nc)
+		return hangup.gone
+	}
+	end := takeAll(budgets[:], int64(n), s.done, wait, watch)
+	if hangup != nil {
+		hangup.stop(s.until) // NB: before the reader reads its socket again
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.gone = end == clientGone
+	if end != taken {
+		return false
+	}
 	if s.closed {
 		releaseAll(budgets[:], int64(n))
 		return false
 	}
 	s.held += int64(n)
 	return true
+}
+
+// clientGone reports whether the reader's last Take was refused as its client closed its end while it waited.
+func (s *inboundShare) clientGone() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gone
 }
 
 // Release implements wire.SpillBudget.

@@ -116,12 +116,7 @@ func TestALineRefusedRoomCostsItsBytes(t *testing.T) {
 // its connection at once, the server's Close included, and gives back what its line held, once.
 func TestCloseEndsAReaderWaitingForInboundRoom(t *testing.T) {
 	f := newFixture(t, fixtureOpts{opts: Options{GlobalInboundBytes: wire.DefaultMaxFrame}, write: time.Hour})
-	s := f.seed()
-	holder := f.dial()
-	holder.hello(runR, taskP, s.p)
-	go holder.nc.Write([]byte(`{"id":"p","method":"ping","params":"` + strings.Repeat("x", 200<<10)))
-	require.Eventually(t, func() bool { return f.srv.inBudget.inUse() > wire.DefaultMaxFrame/2 }, guard,
-		time.Millisecond)
+	holdMostOfTheInboundBudget(t, f)
 	waiter := f.dial()
 	waiter.helloAdmin() // NB: the daemon's budget alone: P's own share would hold P back first
 	go waiter.nc.Write([]byte(`{"id":"p","method":"ping","params":"` + strings.Repeat("x", 100<<10)))

@@ -2,12 +2,15 @@ package broker
 
 import (
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/broker/wire"
 )
 
 // TestAReleaseWakesOnlyTheWaitersItsRoomServes: a release of the inbound budget wakes the readers waiting for room
@@ -82,7 +85,7 @@ func TestOneReleaseServesOneOfManyWaitingReaders(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if takeAll([]*inboundBudget{global, shares[i]}, 1, nil, time.Hour) == taken {
+			if takeAll([]*inboundBudget{global, shares[i]}, 1, nil, time.Hour, nil) == taken {
 				took.Add(1)
 			}
 		}()
@@ -122,7 +125,7 @@ func TestNoReaderWaitingForRoomIsLost(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if takeAll(bs, n, nil, wait) != taken {
+			if takeAll(bs, n, nil, wait, nil) != taken {
 				refused.Add(1)
 				return
 			}
@@ -139,4 +142,81 @@ func TestNoReaderWaitingForRoomIsLost(t *testing.T) {
 		require.Zero(t, waiters(b))
 		require.Nil(t, b.reserve(b.limit), "all of it is free")
 	}
+}
+
+// holdMostOfTheInboundBudget has a worker of f send a line of 200 KiB it never ends, which holds more than half of
+// a daemon's inbound budget of a frame, and returns it once it does.
+func holdMostOfTheInboundBudget(t *testing.T, f *fixture) *client {
+	t.Helper()
+	s := f.seed()
+	holder := f.dial()
+	holder.hello(runR, taskP, s.p)
+	go holder.nc.Write([]byte(`{"id":"p","method":"ping","params":"` + strings.Repeat("x", 200<<10)))
+	require.Eventually(t, func() bool { return f.srv.inBudget.inUse() > wire.DefaultMaxFrame/2 }, guard,
+		time.Millisecond)
+	return holder
+}
+
+// TestAClientGoneEndsItsReadersWaitForInboundRoom: a client that closes its connection while its reader waits for
+// room in the inbound budget has its connection ended at once, its place among the connections free and the waiter
+// gone, long before the wait would end; until then the reader learned of the close only when its wait ended, the
+// write timeout later, so a client could keep a connection and a waiter for that long with each line it began and
+// left, or, before its hello, for the hello's deadline. A reader whose room comes reads on.
+func TestAClientGoneEndsItsReadersWaitForInboundRoom(t *testing.T) {
+	f := newFixture(t, fixtureOpts{opts: Options{GlobalInboundBytes: wire.DefaultMaxFrame, HelloTimeout: time.Minute},
+		write: time.Minute})
+	holder := holdMostOfTheInboundBudget(t, f)
+	conns := func() int {
+		f.srv.mu.Lock()
+		defer f.srv.mu.Unlock()
+		return len(f.srv.conns)
+	}
+
+	for i := range 4 {
+		gone := f.dial()
+		if i%2 == 0 {
+			gone.helloAdmin() // NB: the daemon's budget alone: P's own share would hold P back first
+		}
+		gone.nc.SetWriteDeadline(time.Now().Add(guard))
+		_, err := gone.nc.Write([]byte(`{"id":"g","method":"ping","params":"` + strings.Repeat("x", 100<<10)))
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return waitsForRoom(&f.srv.inBudget) }, guard, time.Millisecond)
+		require.Equal(t, 2, conns())
+		gone.nc.Close()
+		require.Eventually(t, func() bool { return conns() == 1 && !waitsForRoom(&f.srv.inBudget) },
+			2*time.Second, time.Millisecond, "the connection ends as its client goes, not when the wait would")
+	}
+
+	waiter := f.dial()
+	waiter.helloAdmin()
+	waiter.nc.SetWriteDeadline(time.Now().Add(guard))
+	go waiter.nc.Write([]byte(`{"id":"w","method":"ping","params":"` + strings.Repeat("y", 100<<10) + "\"}\n"))
+	require.Eventually(t, func() bool { return waitsForRoom(&f.srv.inBudget) }, guard, time.Millisecond)
+	holder.nc.Close()
+	frame, err := waiter.read()
+	require.NoError(t, err)
+	r := waiter.result("ping", decodeResponse(t, frame))
+	require.Equal(t, true, r["pong"], "a reader whose room came reads its line on")
+	require.Equal(t, true, waiter.ok("ping", nil)["pong"])
+	require.Eventually(t, func() bool { return f.srv.inBudget.inUse() == 0 }, guard, time.Millisecond)
+}
+
+// TestAReaderWhoseRoomCameKeepsItsHelloDeadline: a reader that waited for inbound room before its hello, and whose
+// room came, reads its connection on to the hello's deadline, no further: the watch for its client's close, ended by
+// a deadline in the past, gives the reader its own back.
+func TestAReaderWhoseRoomCameKeepsItsHelloDeadline(t *testing.T) {
+	f := newFixture(t, fixtureOpts{opts: Options{GlobalInboundBytes: wire.DefaultMaxFrame,
+		HelloTimeout: 500 * time.Millisecond}, write: time.Hour})
+	require.Nil(t, f.srv.inBudget.reserve(wire.DefaultMaxFrame), "another's line holds all of it")
+	c := f.dial()
+	c.nc.SetWriteDeadline(time.Now().Add(guard))
+	_, err := c.nc.Write([]byte(`{"id":"h","method":"hello","params":{"token":"` + strings.Repeat("x", 10<<10)))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return waitsForRoom(&f.srv.inBudget) }, guard, time.Millisecond)
+	f.srv.inBudget.release(wire.DefaultMaxFrame)
+	require.Eventually(t, func() bool { return !waitsForRoom(&f.srv.inBudget) }, guard, time.Millisecond)
+	start := time.Now()
+	c.closed() // the hello never ends
+	require.Less(t, time.Since(start), 5*time.Second, "closed at the hello's deadline")
+	require.Eventually(t, func() bool { return f.srv.inBudget.inUse() == 0 }, guard, time.Millisecond)
 }
