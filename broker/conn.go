@@ -173,9 +173,9 @@ func (c *conn) readLoop() {
 			// NB: a line cut off by a reset (a client that closed with an answer unread) is truncated as well; one a
 			// hello timeout cut off is not: its connection was held for HelloTimeout, its own pace.
 			truncated := errors.Is(err, wire.ErrTruncated) && r != reasonHelloTimeout
-			// NB: a line its client's close ended as it waited for room is read up to there, as a truncated one is.
-			noRoom := errors.Is(err, wire.ErrNoRoom)
-			switch refused := r == reasonMalformed || r == reasonOversize || noRoom || truncated; {
+			// NB: a line refused room, or cut off by its client's close as it waited for room (a read error), was read
+			// up to there all the same.
+			switch refused := r == reasonMalformed || r == reasonOversize || errors.Is(err, wire.ErrNoRoom) || truncated; {
 			case refused && !c.authed:
 				// NB: read and parsed up to a frame (a line the stream ended in: read): closed at its process's pace,
 				// and charged to it, as a request before a hello is (refuseBeforeHello).

@@ -14,7 +14,7 @@ import (
 //
 // NB: the close of the client's end (both ways, POLLHUP), not a shutdown of its writes alone: a client that shut
 // them after a whole line still reads its answer, and the rest of its line may be in the socket's buffer already.
-// Bytes the client sent before its close are not waited for: nothing read of them was answered, nor can be.
+// The rest of a line the client sent before its close is not read: no answer to it could reach the client.
 type hangupWatch struct {
 	nc     *net.UnixConn
 	gone   chan struct{} // closed when the client has closed its end

@@ -98,8 +98,7 @@ func TestOneRunCannotHoldTheInboundBudget(t *testing.T) {
 	answersLongPingWithin(t, admin, long, 5*time.Second, "the admin")
 	require.LessOrEqual(t, f.srv.inBudget.inUse(), int64(budget/4), "R's workers hold their run's share at most")
 
-	// NB: the server's close, not the clients': a reader waiting for room does not read its socket, and learns of
-	// its client's close when its wait ends, the write timeout at most.
+	// NB: the server's close, which ends every reader's wait and gives back every byte at once.
 	srv := f.srv
 	f.close()
 	writes.Wait()
