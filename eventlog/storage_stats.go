@@ -48,12 +48,7 @@ func (l *Log) StorageStats() StorageStats {
 		Compactions:         m.Compact.Count,
 		Flushes:             m.Flush.Count,
 		WALBytesWritten:     m.WAL.BytesWritten,
-		DiskBytes:           m.DiskSpaceUsage(),
-	}
-	// NB: Pebble counts the WAL being written at its size when it was opened (zero, or a recycled file's), so a store
-	// that has not flushed yet would look almost empty; its logical size is what it holds.
-	if m.WAL.Size > m.WAL.PhysicalSize {
-		st.DiskBytes += m.WAL.Size - m.WAL.PhysicalSize
+		DiskBytes:           diskBytes(m),
 	}
 	for i := range m.Levels {
 		st.FlushBytes += m.Levels[i].TableBytesFlushed
@@ -66,6 +61,17 @@ func (l *Log) StorageStats() StorageStats {
 	// close of the server it came to (crewd's exit).
 	st.OutcomeFilterBytes = l.filter.bytes()
 	return st
+}
+
+// diskBytes is the space the store's tables and write-ahead logs take on disk, as m says.
+func diskBytes(m *pebble.Metrics) uint64 {
+	b := m.DiskSpaceUsage()
+	// NB: Pebble counts the WAL being written at its size when it was opened (zero, or a recycled file's), so a store
+	// that has not flushed yet would look almost empty; its logical size is what it holds.
+	if m.WAL.Size > m.WAL.PhysicalSize {
+		b += m.WAL.Size - m.WAL.PhysicalSize
+	}
+	return b
 }
 
 // writeStalls counts Pebble's write stalls from its event listener, and logs them: at the first, and then at most

@@ -1,0 +1,64 @@
+package eventlog
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// CheckpointNeeds is the space a Checkpoint takes on the file system it is written to.
+type CheckpointNeeds struct {
+	// Bytes is what the checkpoint writes there. On the store's file system Pebble hard-links the tables and copies
+	// the rest (the write-ahead logs, MANIFEST and OPTIONS); on another it copies every file. Read from Pebble's
+	// metrics, it may be a little above the copy: files the store no longer needs and has not removed yet count.
+	Bytes uint64
+	// StoreFS reports that the copy is on the store's file system, whose free space the log needs too.
+	StoreFS bool
+}
+
+// CheckpointNeeds says what a Checkpoint to destDir would take on destDir's file system (that of its parent, which
+// must exist), so that a caller can refuse one the disk has no room for before anything is written: a copy that fills
+// the store's disk leaves the log a write that fails, which stops it. NB: it reads Pebble's metrics (a few locks, no
+// I/O) and stats two directories; the store may grow before the checkpoint is taken, by what is appended meanwhile.
+//
+// On a file system that is not the operating system's (an in-memory one, in tests) the copy is the store's own file
+// system's.
+func (l *Log) CheckpointNeeds(destDir string) (CheckpointNeeds, error) {
+	if err := l.readable(); err != nil {
+		return CheckpointNeeds{}, err
+	}
+	m := l.db.Metrics()
+	all := diskBytes(m)
+	tables := m.Table.Local.LiveSize + m.Table.Local.ObsoleteSize + m.Table.Local.ZombieSize +
+		m.BlobFiles.Local.LiveSize + m.BlobFiles.Local.ObsoleteSize + m.BlobFiles.Local.ZombieSize
+	linked := CheckpointNeeds{Bytes: all - min(tables, all), StoreFS: true}
+	if l.opts.FS != vfs.Default {
+		return linked, nil
+	}
+	store, err := os.Stat(l.dir)
+	if err != nil {
+		return CheckpointNeeds{}, fmt.Errorf("eventlog: checkpoint to %s: %w", destDir, err)
+	}
+	parent, err := os.Stat(filepath.Dir(destDir))
+	if err != nil {
+		return CheckpointNeeds{}, fmt.Errorf("eventlog: checkpoint to %s: %w", destDir, err)
+	}
+	if sameDevice(store, parent) {
+		return linked, nil
+	}
+	return CheckpointNeeds{Bytes: all}, nil
+}
+
+// sameDevice reports whether a and b are on one file system; false when that cannot be told, so that a checkpoint
+// is taken to copy every file.
+func sameDevice(a, b os.FileInfo) bool {
+	sa, ok := a.Sys().(*syscall.Stat_t)
+	if !ok {
+		return false
+	}
+	sb, ok := b.Sys().(*syscall.Stat_t)
+	return ok && sa.Dev == sb.Dev
+}

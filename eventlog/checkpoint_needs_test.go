@@ -1,0 +1,83 @@
+package eventlog
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestCheckpointNeedsCoversWhatTheCheckpointWrites: what CheckpointNeeds says a checkpoint writes on its destination's
+// file system is at least what the checkpoint then writes there: on the store's file system the files it copies (its
+// tables are hard links, which take no space), on another every file. A caller that refuses a checkpoint the disk has
+// no room for asks it first.
+func TestCheckpointNeedsCoversWhatTheCheckpointWrites(t *testing.T) {
+	dirs := []struct {
+		name    string
+		parent  string
+		storeFS bool
+	}{{"the store's file system", t.TempDir(), true}}
+	// NB: /dev/shm is a tmpfs on Linux, another file system than the temp directory's unless that is one too.
+	if shm, err := os.MkdirTemp("/dev/shm", "crewlog-checkpoint-needs-"); err == nil {
+		t.Cleanup(func() { os.RemoveAll(shm) })
+		dirs = append(dirs, struct {
+			name    string
+			parent  string
+			storeFS bool
+		}{"another file system", shm, false})
+	}
+	for _, tc := range dirs {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := Open(filepath.Join(t.TempDir(), "store"), nil)
+			require.NoError(t, err)
+			t.Cleanup(func() { l.Close() })
+			for range 20 {
+				_, err := l.Append(Write{Events: evs("a", 50)})
+				require.NoError(t, err)
+			}
+			require.NoError(t, l.db.Flush()) // tables, which the store's file system links
+			_, err = l.Append(Write{Events: evs("a", 50)})
+			require.NoError(t, err)
+			st, err := os.Stat(l.dir)
+			require.NoError(t, err)
+			parent, err := os.Stat(tc.parent)
+			require.NoError(t, err)
+			if storeFS := sameDevice(st, parent); storeFS != tc.storeFS {
+				t.Skipf("%s is on the store's file system: %v", tc.parent, storeFS)
+			}
+
+			dest := filepath.Join(tc.parent, "copy")
+			needs, err := l.CheckpointNeeds(dest)
+			require.NoError(t, err)
+			require.Equal(t, tc.storeFS, needs.StoreFS)
+			require.NoError(t, l.Checkpoint(dest))
+			var written, linked int64
+			require.NoError(t, filepath.WalkDir(dest, func(p string, d fs.DirEntry, err error) error {
+				require.NoError(t, err)
+				if d.IsDir() {
+					return nil
+				}
+				fi, err := d.Info()
+				require.NoError(t, err)
+				if fi.Sys().(*syscall.Stat_t).Nlink > 1 {
+					linked += fi.Size()
+					return nil
+				}
+				written += fi.Size()
+				return nil
+			}))
+			require.Positive(t, written)
+			require.GreaterOrEqual(t, needs.Bytes, uint64(written), "the checkpoint wrote more than CheckpointNeeds said")
+			if tc.storeFS {
+				require.Positive(t, linked, "the tables are linked")
+				all := l.StorageStats().DiskBytes
+				require.LessOrEqual(t, needs.Bytes, all-uint64(linked), "the linked tables count as written")
+			} else {
+				require.Zero(t, linked, "nothing is linked across file systems")
+			}
+		})
+	}
+}
