@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
 )
@@ -25,9 +26,10 @@ type checkpointResult struct {
 // handleCheckpoint: admin only, {dir} → {dir, head}. It writes a consistent copy of the store to dir
 // (eventlog.Log.Checkpoint) while the engine keeps committing. dir must be absolute, since the daemon's working
 // directory is not the caller's, and must not exist, so nothing is ever overwritten; its parent must exist; and it
-// must not lie inside the store, where Pebble's files are (eventlog.ErrInsideStore). head is the durable head when
-// the checkpoint began: the copy holds at least that much. serverKeyId names the daemon's server key (ServerKeyID),
-// so that the caller can check the key file it keeps with the copy.
+// must not lie inside the store, where Pebble's files are (eventlog.ErrInsideStore); and the disk must have room for
+// the copy (checkpointRoom), or it is refused disk-full. head is the durable head when the checkpoint began: the copy
+// holds at least that much. serverKeyId names the daemon's server key (ServerKeyID), so that the caller can check the
+// key file it keeps with the copy.
 func handleCheckpoint(cl *call) (any, error) {
 	if cl.c.id.role != events.RoleAdmin {
 		return nil, forbidden("%s: admin only", cl.method)
@@ -51,9 +53,16 @@ func handleCheckpoint(cl *call) (any, error) {
 		return nil, badParams(cl.method, "the parent of dir %s is not a directory", dir)
 	}
 	head, _ := cl.c.s.log.Head()
-	if err := cl.c.s.log.Checkpoint(dir); errors.Is(err, eventlog.ErrInsideStore) {
+	err := cl.c.s.checkpointRoom(dir)
+	if err == nil {
+		err = cl.c.s.log.Checkpoint(dir)
+	}
+	switch {
+	case errors.Is(err, eventlog.ErrInsideStore):
 		return nil, badParams(cl.method, "dir %s is inside the store; name a directory outside it", dir)
-	} else if err != nil {
+	case errors.Is(err, commands.ErrNoSpace):
+		return nil, err
+	case err != nil:
 		return nil, fmt.Errorf("broker: %s: %w", cl.method, err)
 	}
 	cl.c.s.lg.Info("checkpoint written", "dir", dir, "head", head)

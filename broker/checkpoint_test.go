@@ -94,4 +94,12 @@ func TestAdminCheckpointInsideTheStoreIsRefused(t *testing.T) {
 		require.True(t, e.Type().IsRegular(), "%s in the store", e.Name())
 	}
 	a.ok(methodAdminCheckpoint, map[string]any{"dir": filepath.Join(filepath.Dir(f.dir), "copy")}) // beside it is fine
+
+	// NB: whatever the disk holds: a full one does not make such a dir a matter of space.
+	was := freeSpace
+	t.Cleanup(func() { freeSpace = was })
+	freeSpace = func(string) (uint64, error) { return 0, nil }
+	e := a.fails(methodAdminCheckpoint, map[string]any{"dir": filepath.Join(link, "copy")}, wire.CodeBadParams)
+	require.Contains(t, e.Message, "is inside the store; name a directory outside it")
+	a.fails(methodAdminCheckpoint, map[string]any{"dir": filepath.Join(filepath.Dir(f.dir), "copy2")}, wire.CodeDiskFull)
 }

@@ -594,7 +594,7 @@ var protocolSpec = map[string]methodSpec{
 		params: []paramDesc{note(pStr("dir", true, 1, 4096),
 			"an absolute path that must not exist, nor lie inside the store; its parent must")},
 		results: []any{checkpointResult{}},
-		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeInternal},
+		errors:  []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeDiskFull, wire.CodeInternal},
 	},
 	methodImportAppend: {
 		summary: "import another runtime's recorded history through the daemon, each write once (its commandId in " +

@@ -563,14 +563,15 @@ func (e *Engine) CheckSpace() error {
 	return nil
 }
 
-// checkSpaceFor is CheckSpace for a write of size bytes: ErrNoSpace unless Options.Space has room for it above its
-// minimum (SpaceForGuard), or, a guard that cannot say, while the disk is below its minimum.
-func (e *Engine) checkSpaceFor(size int64) error {
+// CheckSpaceFor is CheckSpace for a write of size bytes to the store's disk: ErrNoSpace unless Options.Space has room
+// for it above its minimum (SpaceForGuard), or, a guard that cannot say, while the disk is below its minimum. Asked
+// before a write the engine makes (a snapshot) or one made beside the log (a checkpoint of the store on its disk).
+func (e *Engine) CheckSpaceFor(size uint64) error {
 	g, ok := e.opts.Space.(SpaceForGuard)
 	if !ok {
 		return e.CheckSpace()
 	}
-	if err := g.CheckSpaceFor(uint64(max(size, 0))); err != nil {
+	if err := g.CheckSpaceFor(size); err != nil {
 		return fmt.Errorf("%w: %w", ErrNoSpace, err)
 	}
 	return nil

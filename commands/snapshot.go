@@ -133,7 +133,7 @@ func (e *Engine) snapshotAtClose() {
 // and a snapshot, an optimisation only, can be as large as the hot state.
 // For that size it is measured once encoded, before anything is written,
 // and saved only when the disk has room for it above the minimum
-// (checkSpaceFor): one that started above the minimum could otherwise
+// (CheckSpaceFor): one that started above the minimum could otherwise
 // write tens of megabytes into the reserve. The next one comes due
 // SnapshotEvery events later, or at Close.
 func (e *Engine) saveSnapshot() {
@@ -152,7 +152,7 @@ func (e *Engine) saveSnapshot() {
 	n, err := e.log.SaveSnapshotFrom(pos, func(w io.Writer) (int64, error) {
 		n, err := enc.WriteTo(w)
 		if err == nil {
-			err = e.checkSpaceFor(n) // NB: an error here saves nothing (SaveSnapshotFrom)
+			err = e.CheckSpaceFor(uint64(max(n, 0))) // NB: an error here saves nothing (SaveSnapshotFrom)
 		}
 		return n, err
 	})

@@ -24,8 +24,8 @@ type CheckpointNeeds struct {
 // the store's disk leaves the log a write that fails, which stops it. NB: it reads Pebble's metrics (a few locks, no
 // I/O) and stats two directories; the store may grow before the checkpoint is taken, by what is appended meanwhile.
 //
-// On a file system that is not the operating system's (an in-memory one, in tests) the copy is the store's own file
-// system's.
+// A destDir inside the store is refused as Checkpoint refuses it (ErrInsideStore). On a file system that is not the
+// operating system's (an in-memory one, in tests) the copy is the store's own file system's.
 func (l *Log) CheckpointNeeds(destDir string) (CheckpointNeeds, error) {
 	if err := l.readable(); err != nil {
 		return CheckpointNeeds{}, err
@@ -37,6 +37,9 @@ func (l *Log) CheckpointNeeds(destDir string) (CheckpointNeeds, error) {
 	linked := CheckpointNeeds{Bytes: all - min(tables, all), StoreFS: true}
 	if l.opts.FS != vfs.Default {
 		return linked, nil
+	}
+	if Inside(destDir, l.dir) {
+		return CheckpointNeeds{}, fmt.Errorf("%w: checkpoint to %s", ErrInsideStore, destDir)
 	}
 	store, err := os.Stat(l.dir)
 	if err != nil {

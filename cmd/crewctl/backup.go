@@ -48,8 +48,12 @@ which the next backup beside it removes once no process holds it.
 While crewd runs (its socket answers the admin token) the daemon writes the
 checkpoint itself (admin.checkpoint) and keeps serving, and names its
 server.key: backup fails, leaving nothing behind, when the key in --data is
-not crewd's. Otherwise backup opens the store directly. With --nats it
-copies a JetStream cluster's stream.`,
+not crewd's. crewd refuses (disk-full) a checkpoint its disks have no room
+for: beside the store, one whose copied write-ahead logs and MANIFEST would
+take the free space below its --min-free-mib (the tables are hard links);
+on another file system, one whose whole store does not fit in what is free
+there. Otherwise backup opens the store directly. With --nats it copies a
+JetStream cluster's stream.`,
 		Args: args(1, "the backup directory"),
 		RunE: func(cmd *cobra.Command, argv []string) error { return a.backup(cmd.Context(), argv[0]) },
 	}

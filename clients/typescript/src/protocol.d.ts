@@ -1451,7 +1451,7 @@ export interface WaitResolveParams {
 export interface Methods {
   /**
    * a consistent copy of the store in dir while the daemon runs
-   * Errors: forbidden, bad-params, internal, replay-failed.
+   * Errors: forbidden, bad-params, disk-full, internal, replay-failed.
    */
   "admin.checkpoint": {
     roles: "admin";

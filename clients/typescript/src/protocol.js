@@ -53,7 +53,7 @@ export const METHODS = Object.freeze({
       Object.freeze({ "name": "dir", "type": "string", "required": true, "minLength": 1, "maxLength": 4096, "note": "an absolute path that must not exist, nor lie inside the store; its parent must" }),
     ]),
     "result": "CheckpointResult",
-    "errors": Object.freeze(["forbidden","bad-params","internal","replay-failed"]),
+    "errors": Object.freeze(["forbidden","bad-params","disk-full","internal","replay-failed"]),
     "pushes": Object.freeze([]),
   }),
   "credential.issue": Object.freeze({

@@ -1,0 +1,51 @@
+package broker
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/crewlog/crewlog/commands"
+)
+
+// checkpointRoom refuses (commands.ErrNoSpace, answered disk-full) a checkpoint to dir that the disk has no room for,
+// before anything is written. A checkpoint on the store's file system hard-links the tables and copies the rest (the
+// write-ahead logs and MANIFEST, up to the memtable's size and more): that copy must leave the store's disk above the
+// engine's minimum (Engine.CheckSpaceFor, crewd's --min-free-mib), or the log's next write fails and stops the engine,
+// crewd with it. On another file system it copies the whole store, which must fit in what is free there; one that did
+// not fit failed after it had filled that disk. NB: the engine keeps committing meanwhile, so the copy may come out a
+// little larger than measured; the minimum is the margin for that on the store's disk.
+//
+// A dir inside the store is refused as the checkpoint refuses it (eventlog.ErrInsideStore), whatever the disk holds.
+func (s *Server) checkpointRoom(dir string) error {
+	needs, err := s.log.CheckpointNeeds(dir)
+	if err != nil {
+		return err
+	}
+	free, err := freeSpace(filepath.Dir(dir))
+	if err != nil {
+		return fmt.Errorf("free space of %s: %w", filepath.Dir(dir), err)
+	}
+	if free < needs.Bytes {
+		const mib = 1 << 20
+		return fmt.Errorf("%w: %s: %d MiB free on the file system of %s, too little for the checkpoint's %d MiB",
+			commands.ErrNoSpace, methodAdminCheckpoint, free/mib, filepath.Dir(dir), (needs.Bytes+mib-1)/mib)
+	}
+	if needs.StoreFS {
+		if err := s.eng.CheckSpaceFor(needs.Bytes); err != nil {
+			return fmt.Errorf("%w (%s on the store's file system)", err, methodAdminCheckpoint)
+		}
+	}
+	return nil
+}
+
+// freeSpace is the space of dir's file system available to an unprivileged user (statfs f_bavail); tests replace it
+// to read as a full disk does.
+var freeSpace = func(dir string) (uint64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return st.Bavail * uint64(st.Bsize), nil
+}
