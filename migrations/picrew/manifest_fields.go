@@ -2,20 +2,21 @@ package picrew
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
 )
 
 // mistypedField is a field of a manifest or a task record of another JSON type than the kind pi-crew writes, as
-// written (clipped).
+// written (clipped); takenAs says what it is taken as when not absent (looseAs).
 type mistypedField struct {
-	name, written, kind string
+	name, written, kind, takenAs string
 }
 
 // reason is what the report of the field says, of a manifest and of a task record alike.
 func (f mistypedField) reason() string {
-	return fmt.Sprintf("%s %s is not a %s: taken as absent", f.name, f.written, f.kind)
+	return fmt.Sprintf("%s %s is not a %s: taken as %s", f.name, f.written, f.kind, cmp.Or(f.takenAs, "absent"))
 }
 
 // decodeManifest decodes manifest b into m as encoding/json does, but for a text field, budgetWarning, budgetAbort or
@@ -65,22 +66,29 @@ func decodeLoose(b []byte, v, fields any) error {
 
 // loose is the looseField of the field name of the kind pi-crew writes, decoded into v, reported in mistyped.
 func loose[T any](mistyped *[]mistypedField, name, kind string, v *T) looseField[T] {
-	return looseField[T]{mistyped, name, kind, v}
+	return looseField[T]{mistyped: mistyped, name: name, kind: kind, v: v}
+}
+
+// looseAs is loose, but for a value of another JSON type, taken as as, which takenAs words for its report: a field
+// whose presence alone means something (a task's stepId).
+func looseAs[T any](mistyped *[]mistypedField, name, kind string, v *T, as T, takenAs string) looseField[T] {
+	return looseField[T]{mistyped: mistyped, name: name, kind: kind, v: v, as: as, takenAs: takenAs}
 }
 
 // looseField decodes a field into v, a value of another JSON type (kind names the one pi-crew writes) taken
-// as absent and kept in mistyped under name, until a later value of the field other than null decodes.
+// as absent (as, when takenAs words it) and kept in mistyped under name, until a later value of the field other than
+// null decodes.
 type looseField[T any] struct {
-	mistyped   *[]mistypedField
-	name, kind string
-	v          *T
+	mistyped            *[]mistypedField
+	name, kind, takenAs string
+	v                   *T
+	as                  T
 }
 
 func (f looseField[T]) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, f.v); err != nil {
-		var absent T
-		*f.v = absent
-		*f.mistyped = append(f.drop(), mistypedField{f.name, clip(string(b)), f.kind})
+		*f.v = f.as
+		*f.mistyped = append(f.drop(), mistypedField{f.name, clip(string(b)), f.kind, f.takenAs})
 	} else if string(b) != "null" {
 		*f.mistyped = f.drop()
 	}

@@ -6,12 +6,15 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/events"
 )
 
 // TestATaskFieldOfAnotherTypeCostsTheFieldOnly: a field of a task record in tasks.json of another JSON type than
 // pi-crew writes (a status that is a number, a title that is an object, a usage counter that is a string) made the
 // whole record fail to decode: the task was left out, its delegations' shadow links and every event line naming it
-// with it. Such a field is taken as absent and reported as written now, and the rest of the task is read.
+// with it. Such a field is taken as absent and reported as written now, and the rest of the task is read (a stepId
+// is taken as empty: TestAMistypedStepIDKeepsTheTaskAWorkflowTask).
 func TestATaskFieldOfAnotherTypeCostsTheFieldOnly(t *testing.T) {
 	texts := []string{"5", "true", `{"a":1}`, `["x"]`}
 	for _, tc := range []struct {
@@ -19,7 +22,6 @@ func TestATaskFieldOfAnotherTypeCostsTheFieldOnly(t *testing.T) {
 		written     []string
 	}{
 		{"runId", "string", texts},
-		{"stepId", "string", texts},
 		{"role", "string", texts},
 		{"agent", "string", texts},
 		{"title", "string", texts},
@@ -126,4 +128,61 @@ func TestATaskFieldNamedTwiceIsTheLastOne(t *testing.T) {
 		require.Equal(t, []task{tc.want}, tasks, tc.fields)
 		require.Equal(t, tc.reasons, reasonsFor(s.skipped, "tasks.json"), tc.fields)
 	}
+}
+
+// TestAMistypedStepIDKeepsTheTaskAWorkflowTask: pi-crew tells a delegation's shadow task by its stepId alone, one
+// that is absent (BR-09: isDelegateShadowTask is stepId === undefined), so a stepId of another JSON type is there,
+// and its task a workflow task, as pi-crew's scheduler takes it. Taken as absent, it made the workflow task a
+// shadow: its task.created left out (a shadow is created by its delegation), and a delegation's admission under its
+// id taken for its own. It is taken as empty now, and reported; a task without one, or a null one, is a shadow still.
+func TestAMistypedStepIDKeepsTheTaskAWorkflowTask(t *testing.T) {
+	for _, tc := range []struct {
+		stepID string
+		shadow bool
+		reason string
+	}{
+		{`5`, false, "task a: stepId 5 is not a string: taken as empty, the task a workflow task (a shadow has none)"},
+		{`true`, false, "task a: stepId true is not a string: taken as empty, the task a workflow task (a shadow " +
+			"has none)"},
+		{`{"a":1}`, false, `task a: stepId {"a":1} is not a string: taken as empty, the task a workflow task (a ` +
+			`shadow has none)`},
+		{`["s"]`, false, `task a: stepId ["s"] is not a string: taken as empty, the task a workflow task (a shadow ` +
+			`has none)`},
+		{`"s"`, false, ""},
+		{`""`, false, ""},
+		{`null`, true, ""},
+		{``, true, ""},
+	} {
+		field := ""
+		if tc.stepID != "" {
+			field = `,"stepId":` + tc.stepID
+		}
+		s := &source{root: t.TempDir()}
+		tasks, err := s.parseTasks(runA, "tasks.json", []byte(`[{"id":"a","agent":"delegate"`+field+`}]`))
+		require.NoError(t, err, tc.stepID)
+		require.Len(t, tasks, 1, tc.stepID)
+		require.Equal(t, tc.shadow, tasks[0].shadow(), "stepId %s", tc.stepID)
+		var reasons []string
+		if tc.reason != "" {
+			reasons = []string{tc.reason}
+		}
+		require.Equal(t, reasons, reasonsFor(s.skipped, "tasks.json"), tc.stepID)
+	}
+}
+
+// TestAnImportedTaskOfAMistypedStepIDIsAWorkflowTask: the one-shot import records a task of tasks.json whose stepId
+// is of another JSON type as the workflow task it is (task.created, kind workflow), where it left it out as a shadow
+// no delegation admitted, its task.started naming no task of the run.
+func TestAnImportedTaskOfAMistypedStepIDIsAWorkflowTask(t *testing.T) {
+	l := openFuzzStore(t)
+	defer l.Close()
+	files := slotRunFiles(runA)
+	files["state/runs/"+runA+"/tasks.json"] = `[{"id":"01_exec","stepId":7,"role":"executor","status":"running"}]`
+	reports := importFiles(t, l, files, false, "stepId")
+	require.Equal(t, []string{"state/runs/" + runA + "/tasks.json: task 01_exec: stepId 7 is not a string: taken as " +
+		"empty, the task a workflow task (a shadow has none)"}, reports)
+	task, ok := stateOf(t, l).Task(runA, "01_exec")
+	require.True(t, ok, "the task is recorded")
+	require.Equal(t, events.TaskKindWorkflow, task.Kind)
+	require.Equal(t, "running", string(task.Status))
 }
