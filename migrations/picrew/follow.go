@@ -126,7 +126,7 @@ type Follower struct {
 
 	runs     map[string]*runFollower
 	cks      map[string]events.ImportCheckpoint // by relative path, as loaded at start
-	reported map[string]bool
+	reported reportedOnce
 	lastCkpt time.Time
 	// fullPasses counts the passes that looked at every run.
 	fullPasses uint64
@@ -162,7 +162,7 @@ func NewFollower(root string, sink Sink, opts *FollowOptions) *Follower {
 		o.now = time.Now
 	}
 	return &Follower{root: root, sink: sink, o: o, src: &source{root: root}, runs: map[string]*runFollower{},
-		reported: map[string]bool{}, dirty: map[string]bool{}, kick: make(chan struct{}, 1)}
+		dirty: map[string]bool{}, kick: make(chan struct{}, 1)}
 }
 
 // Stats returns the counters.
@@ -182,22 +182,18 @@ func (f *Follower) count(fn func(*FollowStats)) {
 // between two looks at a finished run nothing notified about.
 const dormantEvery = 10
 
-// maxReported bounds the set that keeps each report to once.
+// maxReported bounds the set that keeps each report to once (reportedOnce).
 const maxReported = 100_000
 
 // report passes what the source skipped to Options.Report, each once.
 func (f *Follower) report() {
 	for _, s := range f.src.skipped {
 		k := s.String()
-		if f.reported[k] || s.Reason == tempReason {
+		if s.Reason == tempReason || f.reported.seen(k) {
 			// A temporary file is gone a moment later: while following,
 			// it is not worth a line.
 			continue
 		}
-		if len(f.reported) >= maxReported {
-			clear(f.reported)
-		}
-		f.reported[k] = true
 		f.count(func(st *FollowStats) { st.Reported++ })
 		f.o.Logger.Warn("picrew follow: " + k)
 		if f.o.Report != nil {
