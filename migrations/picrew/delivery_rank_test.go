@@ -106,17 +106,9 @@ func TestADeliveryFileOfTooManyStatesKeepsTheMostAdvanced(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			file := deliveryFile(tc.states...)
 			s := &source{root: t.TempDir()}
-			states, ok := s.parseDelivery(runA, "delivery.json", file)
-			require.True(t, ok)
-			require.Equal(t, maxDeliveryStates, len(states))
-			for msgID, st := range tc.kept {
-				require.Equal(t, st, states[msgID], "the state of %s", msgID)
-			}
-			for _, msgID := range tc.left {
-				require.NotContains(t, states, msgID)
-			}
+			states := requireKept(t, s, file, nil, tc.kept, tc.left)
 			require.Contains(t, s.skipped[0].Reason, "holds the states of more than 10000 messages")
-			again, _ := (&source{root: t.TempDir()}).parseDelivery(runA, "delivery.json", file)
+			again, _, _ := (&source{root: t.TempDir()}).parseDelivery(runA, "delivery.json", file, nil)
 			require.Equal(t, states, again, "the same file keeps the same states")
 		})
 	}
@@ -137,4 +129,65 @@ func TestADeliveryFileNamingAnIdAgainAndAgainHoldsLittle(t *testing.T) {
 		held += len(ids)
 	}
 	require.LessOrEqual(t, held, maxDeliveryStates+1)
+}
+
+// TestDeliveryStatesOfTheRunsMessagesAreKeptFirst: of a delivery.json naming more than maxDeliveryStates messages,
+// the states of the run's messages are kept before any other id's, whatever their states and wherever named; of
+// each, the most advanced, the first named.
+func TestDeliveryStatesOfTheRunsMessagesAreKeptFirst(t *testing.T) {
+	const ack, del, queued = `"acknowledged"`, `"delivered"`, `"queued"`
+	own := func(msgID string) bool { return strings.HasPrefix(msgID, "own") }
+	junk := func(n int, state string) []string {
+		states := make([]string, n)
+		for i := range states {
+			states[i] = fmt.Sprintf("junk%05d=%s", i, state)
+		}
+		return states
+	}
+	ownStates := []string{"own1=" + ack, "own2=" + del, "own3=" + queued, `own4="other"`}
+	for _, tc := range []struct {
+		name   string
+		states []string
+		kept   map[string]string
+		left   []string
+	}{{
+		name:   "after 10,000 acknowledged other ids",
+		states: append(junk(maxDeliveryStates, ack), ownStates...),
+		kept: map[string]string{"own1": "acknowledged", "own2": "delivered", "own3": "queued", "own4": "other",
+			"junk00000": "acknowledged", "junk09995": "acknowledged"},
+		left: []string{"junk09996", "junk09999"},
+	}, {
+		name:   "before 10,000 acknowledged other ids",
+		states: append(append([]string{}, ownStates...), junk(maxDeliveryStates, ack)...),
+		kept:   map[string]string{"own1": "acknowledged", "own4": "other", "junk09995": "acknowledged"},
+		left:   []string{"junk09996"},
+	}, {
+		name: "of the run's, one not a string left out",
+		states: append(append(junk(maxDeliveryStates, ack), ownStates...),
+			"own5="+ack, "own6="+queued, `own7=5`, "own8="+ack),
+		kept: map[string]string{"own1": "acknowledged", "own2": "delivered", "own3": "queued", "own4": "other",
+			"own5": "acknowledged", "own6": "queued", "own8": "acknowledged"},
+		left: []string{"own7", "junk09993"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			requireKept(t, &source{root: t.TempDir()}, deliveryFile(tc.states...), own, tc.kept, tc.left)
+		})
+	}
+}
+
+// requireKept parses delivery.json file with s, the run's messages those message tells, and holds the states to
+// maxDeliveryStates, kept among them, and none of left's ids.
+func requireKept(t *testing.T, s *source, file []byte, message func(string) bool, kept map[string]string,
+	left []string) map[string]string {
+	t.Helper()
+	states, _, ok := s.parseDelivery(runA, "delivery.json", file, message)
+	require.True(t, ok)
+	require.Equal(t, maxDeliveryStates, len(states))
+	for msgID, st := range kept {
+		require.Equal(t, st, states[msgID], "the state of %s", msgID)
+	}
+	for _, msgID := range left {
+		require.NotContains(t, states, msgID)
+	}
+	return states
 }

@@ -36,13 +36,14 @@ func TestADeliveryFileOfManyStatesIsReadInLittleMemory(t *testing.T) {
 			s := &source{root: t.TempDir()}
 			var states map[string]string
 			var ok bool
-			peak := peakHeapDuring(func() { states, ok = s.parseDelivery(runA, "delivery.json", file) })
+			peak := peakHeapDuring(func() { states, _, ok = s.parseDelivery(runA, "delivery.json", file, nil) })
 			t.Logf("%d states of %s: %d bytes of heap at most", n, state, peak)
 			require.True(t, ok)
 			require.Less(t, peak, uint64(2*size), "the heap held %d bytes", peak)
 			require.Equal(t, fmt.Sprintf("holds the states of more than %d messages (pi-crew keeps at most 10,000): "+
-				"the %[1]d most advanced are kept (acknowledged, then delivered, then the others, each in the order "+
-				"named), the others left out, their states taken from their mailbox lines", maxDeliveryStates),
+				"%[1]d are kept, those of the run's messages first, then of other ids, the most advanced of each "+
+				"(acknowledged, then delivered, then the others, each in the order named), the others left out, "+
+				"their states taken from their mailbox lines", maxDeliveryStates),
 				s.skipped[0].Reason)
 			if state != `"acknowledged"` {
 				require.Empty(t, states)
@@ -101,7 +102,7 @@ func FuzzDeliveryStatesAgreeWithReference(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		want, got := &source{root: "r"}, &source{root: "r"}
 		wantStates, wantOK := parseDeliveryReference(want, runA, "delivery.json", b)
-		gotStates, gotOK := got.parseDelivery(runA, "delivery.json", b)
+		gotStates, _, gotOK := got.parseDelivery(runA, "delivery.json", b, nil)
 		require.Equal(t, wantOK, gotOK)
 		require.Equal(t, wantStates, gotStates)
 		require.Equal(t, want.skipped, got.skipped)

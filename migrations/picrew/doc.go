@@ -68,9 +68,10 @@
 //     change, and a real run keeps them far smaller), once per change; a
 //     larger one is reported and not read the same way. Of delivery.json
 //     the states of 10,000 messages are kept (maxDeliveryStates, pi-crew's
-//     own bound), the most advanced (acknowledged, then delivered, then the
-//     others, the first named of each), the others reported and their
-//     messages' states taken from their mailbox lines.
+//     own bound), those of the run's messages (read so far, by a follower)
+//     first, then of other ids, the most advanced of each (acknowledged,
+//     then delivered, then the others, the first named of each), the others
+//     reported and their messages' states taken from their mailbox lines.
 //     Of a run's event-log archives, its mailbox files and its steering
 //     files, the first 2,048 of each kind in the order they are read
 //     (maxRunFiles) are read, the others reported and not read.

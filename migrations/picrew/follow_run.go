@@ -124,6 +124,10 @@ type runFollower struct {
 	// tasks read lacked (planLine). tasksFailed: the last read of tasks.json failed (readFailed).
 	tasksReread bool
 	tasksFailed bool
+	// deliveryCut: delivery.json held more states than kept when last read (deliveryStates.over), and deliveryKnew
+	// is the count of messages planned then.
+	deliveryCut  bool
+	deliveryKnew int
 	// primed: every file listed when the run was primed was read up to its checkpoint (prime); a file listed after
 	// that with a checkpoint is too, as it is first listed (followedFiles).
 	primed bool
@@ -337,9 +341,21 @@ func (f *Follower) syncRun(r *runFollower, w *watcher) {
 	}
 	f.markMailboxes(r)
 	dp := r.wholePath("delivery.json")
-	if b, st, changed, err := f.src.files().readWhole(dp, r.whole["delivery.json"], stamp{}); err == nil && changed {
-		f.sawWhole(r, "delivery.json", st, b)
-		if d, ok := s.parseDelivery(r.id, s.rel(dp), b); ok {
+	read := r.whole["delivery.json"]
+	if r.deliveryCut && len(p.msgs) > r.deliveryKnew {
+		// NB: a file of more states than kept ranks the states of the messages read when it was read first (the run's
+		// messages read so far); read again once more are, or a message whose line was read after the file, its state
+		// left out as another id's, was recorded as its line says (queued) until the file changed.
+		read = nil
+	}
+	if b, st, changed, err := f.src.files().readWhole(dp, read, stamp{}); err == nil && changed {
+		if w := r.whole["delivery.json"]; w == nil || w.st != st {
+			f.sawWhole(r, "delivery.json", st, b) // not when read again unchanged: the run did not change
+		}
+		planned := func(msgID string) bool { _, ok := p.msgs[msgID]; return ok }
+		d, over, ok := s.parseDelivery(r.id, s.rel(dp), b, planned)
+		r.deliveryCut, r.deliveryKnew = over, len(p.msgs)
+		if ok {
 			p.r.delivery = d
 			for _, id := range sortedKeys(d) {
 				p.delivery(id, d[id])

@@ -444,7 +444,11 @@ func (s *source) readRun(id, dir string) *run {
 	r.messages = s.readMessages(id, mailFiles, r.tasks)
 	dp := filepath.Join(dir, "mailbox", "delivery.json")
 	if b, _, err := s.files().readFile(dp); err == nil {
-		if d, ok := s.parseDelivery(id, s.rel(dp), b); ok {
+		msgIDs := make(map[string]bool, len(r.messages))
+		for _, m := range r.messages {
+			msgIDs[m.ID] = true
+		}
+		if d, _, ok := s.parseDelivery(id, s.rel(dp), b, func(msgID string) bool { return msgIDs[msgID] }); ok {
 			r.delivery = d
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
