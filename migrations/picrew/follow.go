@@ -130,6 +130,9 @@ type Follower struct {
 	lastCkpt time.Time
 	// fullPasses counts the passes that looked at every run.
 	fullPasses uint64
+	// listWork counts the files and tails followedFiles looked at, over every pass: tests hold it linear in a run's
+	// files (up to 3 × maxRunFiles + 1 a pass).
+	listWork uint64
 
 	mu    sync.Mutex
 	stats FollowStats

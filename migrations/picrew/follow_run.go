@@ -773,25 +773,33 @@ func isTemp(name string) bool {
 
 // followedFiles lists a run's JSONL files, adding a tail for each new one
 // (a new archive takes over the position of the file it was renamed from),
-// and reports files that went away.
+// and reports files that went away. NB: in work linear in the files and
+// tails (listWork): a run has up to 3 × maxRunFiles + 1 of them, and a look
+// for each tail among the files listed, and for each new archive among the
+// tails, was some 20 million steps a listing, every pass, for one run.
 func (f *Follower) followedFiles(r *runFollower) []string {
-	var out []string
 	files, complete := f.listFiles(r, true)
 	if !complete {
 		f.src.failed = true
 	}
+	out := make([]string, 0, len(files))
+	listed := make(map[string]bool, len(files))
+	var renamed eventTails // made at the first new event-log file
 	for _, l := range files {
+		f.listWork++
+		listed[l.path] = true
 		if r.tails[l.path] == nil {
 			t := &tailState{tail: tail{rel: f.src.rel(l.path)}, kind: l.kind, taskID: l.taskID}
 			if inode, _, err := f.src.files().fileID(l.path); err == nil && l.kind == eventsFile {
-				for _, old := range r.tails {
-					if old.kind == eventsFile && old.inode == inode && !old.gone {
-						// A rotation renamed the live file: the archive is
-						// what was read, read on from there.
-						t.tail = old.tail
-						t.rel, t.partial = f.src.rel(l.path), partialLine{}
-						t.dirty = true
-					}
+				if renamed == nil {
+					renamed = f.eventTails(r)
+				}
+				if old := renamed[inode]; old != nil {
+					// A rotation renamed the live file: the archive is
+					// what was read, read on from there.
+					t.tail = old.tail
+					t.rel, t.partial = f.src.rel(l.path), partialLine{}
+					t.dirty = true
 				}
 			}
 			r.tails[l.path] = t
@@ -800,6 +808,7 @@ func (f *Follower) followedFiles(r *runFollower) []string {
 				// (firstRunFiles), within it now. Read from its start, its lines were decided again.
 				f.resume(r, l.path, t, false)
 			}
+			renamed.add(t)
 		} else if t := r.tails[l.path]; t.cut {
 			t.cut = false // within the cap again: read on from where it was read
 		} else if t.gone {
@@ -807,11 +816,13 @@ func (f *Follower) followedFiles(r *runFollower) []string {
 			// checkpointed so. Kept gone, each checkpoint of it said gone (read as none), so its finished run never
 			// matched its checkpoints and was never let go, and a restart read the file again from its start.
 			t.gone, t.dirty = false, true
+			renamed.add(t)
 		}
 		out = append(out, l.path)
 	}
 	for p, t := range r.tails {
-		if !complete || t.gone || contains(out, p) {
+		f.listWork++
+		if !complete || t.gone || listed[p] {
 			continue
 		}
 		// NB: a line of it waiting for its mailbox message is not read again while it is not listed, so it holds up
@@ -842,15 +853,6 @@ func kindFiles(kind fileKind) string {
 		return "mailbox files"
 	}
 	return "steering files"
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // readTail plans the complete lines a file gained. With upTo >= 0 it is

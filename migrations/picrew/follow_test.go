@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -306,7 +307,7 @@ func TestFollowRotatedFile(t *testing.T) {
 	// new file, imported already.
 	var dropped []string
 	for _, id := range plannedAt {
-		if strings.Contains(id, ":seq:") && !contains(plannedIDs(t, root.Dir), id) {
+		if strings.Contains(id, ":seq:") && !slices.Contains(plannedIDs(t, root.Dir), id) {
 			dropped = append(dropped, id)
 		}
 	}
