@@ -121,6 +121,9 @@ func TestATaskFieldNamedTwiceIsTheLastOne(t *testing.T) {
 		{`"title":5,"TITLE":null`, task{ID: "a"}, []string{"task a: title 5 is not a string: taken as absent"}},
 		{`"usage":{"input":1},"usage":null`, task{ID: "a"}, nil},
 		{`"usage":{"input":"1"},"usage":{"input":2}`, task{ID: "a", Usage: &taskUsage{Input: 2}}, nil},
+		{`"stepId":5,"stepId":null`, task{ID: "a"}, nil},
+		{`"stepId":null,"stepId":5`, task{ID: "a", StepID: new(string)}, []string{"task a: stepId 5 is not a string: " +
+			"taken as empty, the task a workflow task (a shadow has none)"}},
 	} {
 		s := &source{root: t.TempDir()}
 		tasks, err := s.parseTasks(runA, "tasks.json", []byte(`[{"id":"a",`+tc.fields+`}]`))
