@@ -76,8 +76,8 @@ func looseAs[T any](mistyped *[]mistypedField, name, kind string, v *T, as T, ta
 }
 
 // looseField decodes a field into v, a value of another JSON type (kind names the one pi-crew writes) taken
-// as absent (as, when takenAs words it) and kept in mistyped under name, until a later value of the field other than
-// null decodes (or null too, when takenAs words it: a null then takes as's place).
+// as absent (as, when takenAs words it, a null included) and kept in mistyped under name, until a later value of the
+// field other than null decodes.
 type looseField[T any] struct {
 	mistyped            *[]mistypedField
 	name, kind, takenAs string
@@ -86,12 +86,12 @@ type looseField[T any] struct {
 }
 
 func (f looseField[T]) UnmarshalJSON(b []byte) error {
-	if err := json.Unmarshal(b, f.v); err != nil {
+	// NB: a null is there too for a field whose presence alone means something (takenAs: a task's stepId, which
+	// pi-crew tests against undefined alone), where encoding/json would empty the pointer as if it were absent.
+	if string(b) == "null" && f.takenAs != "" || json.Unmarshal(b, f.v) != nil {
 		*f.v = f.as
 		*f.mistyped = append(f.drop(), mistypedField{f.name, clip(string(b)), f.kind, f.takenAs})
-	} else if string(b) != "null" || f.takenAs != "" {
-		// NB: a null decoded into a pointer (a stepId's) empties it: as, taken for a mistyped value before, no longer
-		// stands.
+	} else if string(b) != "null" {
 		*f.mistyped = f.drop()
 	}
 	return nil
