@@ -331,7 +331,8 @@ const (
 )
 
 // LoginURL mints the one-time login code crewd prints at start, valid for LoginCodeLifetime, and returns the URL
-// that spends it and when it expires. The server must be listening (the URL names its address).
+// that spends it and when it expires. The URL names Options.PublicURL, or without one the listener's address (then
+// the server must be listening).
 //
 // NB: short-lived, as every code: crewd's output goes to a journal or a file that others may read long after, and
 // the session the code opens is the operator's, paced by nothing and revoked by no token.
@@ -352,7 +353,7 @@ func (s *Server) loginURL(owner string) (string, time.Time) {
 	now := s.opts.Now()
 	exp := now.Add(LoginCodeLifetime)
 	code := s.codes.add(owner, exp, now)
-	return s.BaseURL() + "/login?code=" + code, exp
+	return s.linkBase() + "/login?code=" + code, exp
 }
 
 // handleLogin spends a login code and sets the session cookie: GET /login?code=CODE → 303 to /.

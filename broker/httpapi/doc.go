@@ -174,5 +174,7 @@
 //   - TLS: serve it behind a proxy that terminates TLS when --http-allow-remote, with Options.SecureCookie
 //     (--http-secure-cookie). A server on another port of the host can replace the page's cookie of Path=/ (the
 //     name is no secret), which signs the page out until its next login; over https with SecureCookie the name's
-//     __Host- prefix keeps a plain-http origin from doing so.
+//     __Host- prefix keeps a plain-http origin from doing so. The login links name Options.PublicURL, the proxy's
+//     address, which the operator gives: never a request's Host or X-Forwarded-* (publicurl.go); no path prefix, so
+//     the proxy serves the page at / of an origin of its own.
 package httpapi

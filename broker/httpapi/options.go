@@ -78,6 +78,11 @@ type Options struct {
 	// X-Forwarded-Proto, which any client may send, nor implied by AllowRemote, which a plain-http setup on a trusted
 	// network uses too.
 	SecureCookie bool
+	// PublicURL is the address browsers reach the server at, through a proxy in front of it: the base of every login
+	// link (LoginURL, AdminLoginURL, POST /api/v1/login), such as https://crew.example.com/ (CheckPublicURL: no path
+	// but /, no query, fragment nor user name; https with SecureCookie). Empty: the listener's own address (BaseURL).
+	// NB: the operator's to say, never guessed from a request's Host or X-Forwarded-* headers (publicurl.go).
+	PublicURL string
 	// Metrics, when set, is served at /metrics (see NewMetrics). Broker adds the socket's census to it.
 	Metrics *Metrics
 	Broker  BrokerStats
@@ -124,6 +129,11 @@ func (o *Options) validate() error {
 	if o.StreamBytes < 0 || o.MaxStreams < 0 || o.MaxStreamsPerPrincipal < 0 ||
 		o.KeepAlive < 0 || o.MaxSessions < 0 || o.MaxConns < 0 || o.ConnGrace < 0 {
 		errs = append(errs, errors.New("httpapi: limits must not be negative"))
+	}
+	if o.PublicURL != "" {
+		if _, err := CheckPublicURL(o.PublicURL, o.SecureCookie); err != nil {
+			errs = append(errs, fmt.Errorf("httpapi: PublicURL: %w", err))
+		}
 	}
 	d := o.withDefaults()
 	if d.MaxConns <= d.MaxStreams {

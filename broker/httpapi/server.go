@@ -52,6 +52,8 @@ type Server struct {
 	// closeGrace is the time Close gives requests in progress before it closes their connections: closeGrace, or
 	// shorter in a test.
 	closeGrace time.Duration
+	// publicURL is Options.PublicURL as CheckPublicURL returns it ("": none), the base of the login links.
+	publicURL string
 
 	mu      sync.Mutex
 	ln      *limitListener
@@ -80,6 +82,8 @@ func New(opts Options) (*Server, error) {
 		writeTimeout: writeTimeout, closeGrace: closeGrace, cookieName: cookieNameFor(0, o.SecureCookie),
 	}
 	rand.Read(s.proofKey[:]) // NB: crypto/rand.Read never fails (Go ≥ 1.24 crashes the process instead)
+	// NB: validate checked PublicURL; "" (no public URL) is refused, and so stays "".
+	s.publicURL, _ = CheckPublicURL(o.PublicURL, o.SecureCookie)
 	s.sessions = newSecrets(o.MaxSessions, maxSessionsPerCredential, s.credentialValid)
 	s.codes = newSecrets(maxLoginCodes, maxLoginCodesPerCredential, s.credentialValid)
 	s.streams.init(o)

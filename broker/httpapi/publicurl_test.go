@@ -1,0 +1,120 @@
+package httpapi
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestLoginLinksNameThePublicURL: behind a proxy every login link the server hands out (LoginURL, which crewd prints
+// at start; AdminLoginURL, dashboard.login's; POST /api/v1/login's answer) names Options.PublicURL, where each named
+// the listener's own http://127.0.0.1:PORT, which the operator had to rewrite by hand; and the request's Host and
+// X-Forwarded-* headers, which any client sends, change none of them. Without a public URL the links name the
+// listener. Each link's code opens a session when its path and query reach the listener.
+func TestLoginLinksNameThePublicURL(t *testing.T) {
+	for _, c := range []struct {
+		name, public, want string // want "": the listener's address
+		secure             bool
+	}{
+		{name: "none"},
+		{name: "none, secure cookie", secure: true},
+		{name: "https host", public: "https://crew.example.com/", want: "https://crew.example.com", secure: true},
+		{name: "https host without slash", public: "https://crew.example.com", want: "https://crew.example.com"},
+		{name: "https host and port", public: "https://crew.example.com:8443/", want: "https://crew.example.com:8443",
+			secure: true},
+		{name: "http ip and port", public: "http://192.0.2.7:7717/", want: "http://192.0.2.7:7717"},
+		{name: "ipv6", public: "https://[2001:db8::7]/", want: "https://[2001:db8::7]", secure: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, Options{PublicURL: c.public, SecureCookie: c.secure})
+			want := c.want
+			if want == "" {
+				want = f.web.URL
+			}
+			start, _ := f.srv.LoginURL()
+			admin, _ := f.srv.AdminLoginURL()
+			links := map[string]string{"LoginURL": start, "AdminLoginURL": admin}
+			for _, tok := range []string{adminToken, roToken} {
+				req, err := http.NewRequest(http.MethodPost, f.web.URL+"/api/v1/login", nil)
+				require.NoError(t, err)
+				req.Header.Set("Authorization", "Bearer "+tok)
+				req.Host = "localhost"
+				req.Header.Set("X-Forwarded-Host", "evil.example")
+				req.Header.Set("X-Forwarded-Proto", "http")
+				req.Header.Set("Forwarded", "host=evil.example;proto=http")
+				code, m := f.send(req)
+				require.Equal(t, http.StatusOK, code, "%v", m)
+				links["POST /api/v1/login as "+tok] = m["url"].(string)
+			}
+			for what, link := range links {
+				require.True(t, strings.HasPrefix(link, want+"/login?code="), "%s: %s, want it under %s", what, link, want)
+				u, err := url.Parse(link)
+				require.NoError(t, err)
+				cookie := f.spendLink(f.web.URL + u.RequestURI())
+				require.NotNil(t, cookie, "%s: the link's code opens a session", what)
+				require.Equal(t, http.StatusOK, f.readsWith(cookie), what)
+			}
+		})
+	}
+}
+
+// TestCheckPublicURL: a public URL is an absolute http or https URL of a host, at / of it, with no user name,
+// query or fragment, https with the Secure cookie; each refusal says what is wrong, and New refuses such Options.
+func TestCheckPublicURL(t *testing.T) {
+	for _, c := range []struct {
+		raw    string
+		secure bool
+		want   string // the base of the links, or the refusal's words
+		ok     bool
+	}{
+		{raw: "https://crew.example.com/", want: "https://crew.example.com", ok: true},
+		{raw: "https://crew.example.com", secure: true, want: "https://crew.example.com", ok: true},
+		{raw: "HTTPS://crew.example.com:443/", secure: true, want: "https://crew.example.com:443", ok: true},
+		{raw: "http://10.0.0.5:7717", want: "http://10.0.0.5:7717", ok: true},
+		{raw: "https://crew.example.com:/", want: "https://crew.example.com", ok: true},
+		{raw: "https://[2001:db8::7]:8443", want: "https://[2001:db8::7]:8443", ok: true},
+		{raw: "http://10.0.0.5:7717/", secure: true, want: "is plain http"},
+		{raw: "crew.example.com", want: "not an absolute http or https URL"},
+		{raw: "/crewlog/", want: "not an absolute http or https URL"},
+		{raw: "ftp://crew.example.com/", want: "not an absolute http or https URL"},
+		{raw: "https:crew.example.com", want: "not an absolute http or https URL"},
+		{raw: "https:///login", want: "not an absolute http or https URL"},
+		{raw: "https://:8443/", want: "names no host"},
+		{raw: "https://user:pw@crew.example.com/", want: "user name or password"},
+		{raw: "https://user@crew.example.com/", want: "user name or password"},
+		{raw: "https://crew.example.com/?a=b", want: "query or a fragment"},
+		{raw: "https://crew.example.com/?", want: "query or a fragment"},
+		{raw: "https://crew.example.com/#x", want: "query or a fragment"},
+		{raw: "https://crew.example.com/#", want: "query or a fragment"},
+		{raw: "https://crew.example.com/crewlog/", want: "has a path"},
+		{raw: "https://crew.example.com//", want: "has a path"},
+		{raw: "https://crew.example.com/%2F", want: "has a path"},
+		{raw: "https://crew.example.com:0/", want: "no valid port"},
+		{raw: "https://crew.example.com:70000/", want: "no valid port"},
+		{raw: "https://crew.example.com:x/", want: "not a URL"},
+		{raw: "https://crew example.com/", want: "not a URL"},
+		{raw: "https://crew.example.com/\n", want: "not a URL"},
+		{raw: "", want: "not an absolute http or https URL"},
+	} {
+		t.Run(c.raw, func(t *testing.T) {
+			got, err := CheckPublicURL(c.raw, c.secure)
+			if c.ok {
+				require.NoError(t, err)
+				require.Equal(t, c.want, got)
+				return
+			}
+			require.ErrorContains(t, err, c.want)
+			require.ErrorContains(t, err, strings.TrimSpace(c.raw), "the message names the URL")
+			require.Empty(t, got)
+			if c.raw == "" {
+				return // New takes "" as no public URL
+			}
+			_, err = New(Options{Engine: nil, PublicURL: c.raw, SecureCookie: c.secure})
+			require.ErrorContains(t, err, "httpapi: PublicURL: ")
+			require.ErrorContains(t, err, c.want)
+		})
+	}
+}
