@@ -18,7 +18,8 @@ type dashboardLoginResult struct {
 // admin, valid for ten minutes. Why through the socket: the dashboard listens on TCP, where any local process may
 // hold the address first (crewd then serves no dashboard); a client that sent the admin token there (POST
 // /api/v1/login) would hand it to that process, while the socket is crewd's own, in a directory only its user may
-// reach, and the link names the address crewd itself listens on.
+// reach, and the link names the address crewd itself listens on (or the one its operator gave for a proxy in front
+// of it: crewd's --http-public-url).
 func handleDashboardLogin(cl *call) (any, error) {
 	if cl.c.id.role != events.RoleAdmin {
 		return nil, forbidden("%s: admin only", cl.method)

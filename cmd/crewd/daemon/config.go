@@ -100,11 +100,14 @@ type Config struct {
 	// HTTPAddr is the dashboard API's address ("" turns HTTP off); HTTPAddrSet says it was given rather than
 	// defaulted (a default address in use only disables HTTP, with a warning). HTTPAllowRemote permits a
 	// non-loopback address. HTTPSecureCookie marks the session cookie Secure (httpapi.Options.SecureCookie): only
-	// the operator knows that browsers reach crewd over https, through a proxy in front of it.
+	// the operator knows that browsers reach crewd over https, through a proxy in front of it. HTTPPublicURL is the
+	// address browsers reach the dashboard at through that proxy ("": --http's), the base of every login link
+	// (httpapi.Options.PublicURL), as httpapi.CheckPublicURL returns it.
 	HTTPAddr         string
 	HTTPAddrSet      bool
 	HTTPAllowRemote  bool
 	HTTPSecureCookie bool
+	HTTPPublicURL    string
 
 	// FollowPicrew is a pi-crew crew root to follow ("" for none): crewd runs the follower of migrations/picrew
 	// against its own socket.
@@ -177,6 +180,8 @@ var options = []option{
 	// most, so on by default it would sign no page in on a remote setup served plain; and a loopback crewd may have a
 	// TLS proxy in front of it too.
 	{"http-secure-cookie", kindBool, "[=BOOL]", "mark the dashboard's session cookie Secure (and name it __Host-…): pass it when browsers reach the dashboard over https, through a proxy in front that terminates TLS; over plain http a page of another machine cannot sign in with it", fixed("false")},
+	// NB: no path prefix, and never taken from a request's Host or X-Forwarded-* headers (httpapi.CheckPublicURL).
+	{"http-public-url", kindString, "URL", "the address browsers reach the dashboard at through a proxy in front of crewd, such as https://crew.example.com/: every login link crewd prints or hands out (dashboard.login, POST /api/v1/login) names it instead of --http's; an absolute http or https URL with no path but /, query, fragment nor user name (the proxy serves crewd at / of a host name or port of its own), https with --http-secure-cookie", fixed("")},
 	{"log-level", kindString, "LEVEL", "debug, info, warn or error", fixed("info")},
 	{"log-format", kindString, "FORMAT", "text or json (logs go to stderr)", fixed("text")},
 }
@@ -443,6 +448,13 @@ func Load(args []string, env Env) (Config, error) {
 	c.LogFormat = oneOf("log-format", "text", "json")
 	c.HTTPAllowRemote = boolean("http-allow-remote")
 	c.HTTPSecureCookie = boolean("http-secure-cookie")
+	if text, src := str("http-public-url"); text != "" {
+		base, err := httpapi.CheckPublicURL(text, c.HTTPSecureCookie)
+		if err != nil {
+			fail("%s: %v", src, err)
+		}
+		c.HTTPPublicURL = base
+	}
 	c.HTTPAddr, _ = str("http")
 	c.HTTPAddrSet = !strings.HasPrefix(vals["http"].src, "default ")
 	if c.HTTPAddr != "" {

@@ -155,6 +155,44 @@ func TestLoadHTTPSecureCookie(t *testing.T) {
 	}
 }
 
+// TestLoadHTTPPublicURL: --http-public-url, or its key in --config, is the base of the dashboard's login links as
+// httpapi.CheckPublicURL gives it; a URL that is not an absolute http(s) address at / of its host, or plain http
+// with --http-secure-cookie (the browser would refuse the cookie), stops the start with a message naming the flag.
+func TestLoadHTTPPublicURL(t *testing.T) {
+	file := writeFile(t, "crewd.json", `{"http-public-url": "https://crew.example.com/", "http-secure-cookie": true}`)
+	for _, c := range []struct {
+		args []string
+		want string // the base of the links, or the refusal's words
+		ok   bool
+	}{
+		{args: nil, want: "", ok: true},
+		{args: []string{"--http-public-url", ""}, want: "", ok: true},
+		{args: []string{"--http-public-url", "https://crew.example.com/"}, want: "https://crew.example.com", ok: true},
+		{args: []string{"--http-public-url=http://192.0.2.7:8080"}, want: "http://192.0.2.7:8080", ok: true},
+		{args: []string{"--http-secure-cookie", "--http-public-url", "https://crew.example.com:8443"},
+			want: "https://crew.example.com:8443", ok: true},
+		{args: []string{"--config", file}, want: "https://crew.example.com", ok: true},
+		{args: []string{"--http-public-url", "crew.example.com"},
+			want: `--http-public-url: "crew.example.com" is not an absolute http or https URL`},
+		{args: []string{"--http-public-url", "https://crew.example.com/crewlog/"}, want: "has a path"},
+		{args: []string{"--http-public-url", "https://crew.example.com/?x=1"}, want: "has a query or a fragment"},
+		{args: []string{"--http-public-url", "https://crew.example.com/#x"}, want: "has a query or a fragment"},
+		{args: []string{"--http-public-url", "https://op:pw@crew.example.com/"}, want: "user name or password"},
+		{args: []string{"--http-secure-cookie", "--http-public-url", "http://crew.example.com/"},
+			want: `--http-public-url: "http://crew.example.com/" is plain http`},
+		{args: []string{"--config", file, "--http-public-url", "http://crew.example.com/"}, want: "is plain http"},
+	} {
+		cfg, err := Load(c.args, homeEnv)
+		if !c.ok {
+			require.ErrorContains(t, err, "--http-public-url: ", "%q", c.args)
+			require.ErrorContains(t, err, c.want, "%q", c.args)
+			continue
+		}
+		require.NoError(t, err, "%q", c.args)
+		require.Equal(t, c.want, cfg.HTTPPublicURL, "%q", c.args)
+	}
+}
+
 func TestLoadRelativePathsBecomeAbsolute(t *testing.T) {
 	wd, err := os.Getwd()
 	require.NoError(t, err)
@@ -316,6 +354,7 @@ func TestHelp(t *testing.T) {
 	}
 	require.Contains(t, b.String(), "(default /home/u/.local/share/crewlog)")
 	require.Contains(t, b.String(), "Exit status")
+	require.Contains(t, b.String(), "  --http-public-url URL\n", "the dashboard's public URL behind a proxy")
 }
 
 func TestLoadPicrewConfig(t *testing.T) {

@@ -38,7 +38,9 @@
 //     already in use turns HTTP off with a warning; an address given explicitly that cannot be bound stops the start.
 //     crewd prints a one-time login link (crewd: dashboard URL) before the socket line; the link's code is a secret
 //     for whoever reads stdout, valid 10 minutes (httpapi.LoginCodeLifetime), so that stdout read later opens
-//     nothing.
+//     nothing. Every login link names --http-public-url (the proxy's address, https with --http-secure-cookie,
+//     checked at Load), else crewd's listener; with --http-secure-cookie and no public URL crewd logs a warning that
+//     the links must be opened through the proxy's https address.
 //   - Shutdown on SIGINT or SIGTERM: the pi-crew follower (--follow-picrew) sends what it has read and its
 //     checkpoints while the broker still serves; then the broker stops accepting and closes connections, the engine
 //     finishes the group it is committing, the log closes; exit 0 (1 if the signal came while the store was opened

@@ -24,7 +24,7 @@ func startHTTP(cfg Config, eng *commands.Engine, log *eventlog.Log, srv *broker.
 	hl := lg.With("component", "http")
 	opts := httpapi.Options{
 		Engine: eng, Log: log, AdminDigest: adminDigest, UI: webui.FS(), AllowRemote: cfg.HTTPAllowRemote,
-		SecureCookie: cfg.HTTPSecureCookie,
+		SecureCookie: cfg.HTTPSecureCookie, PublicURL: cfg.HTTPPublicURL,
 		ReadOnly: NewReadOnlyTokens(cfg.DataDir, func(err error) {
 			hl.Warn("read-only tokens unreadable; none accepted", "err", err)
 		}),
@@ -44,6 +44,13 @@ func startHTTP(cfg Config, eng *commands.Engine, log *eventlog.Log, srv *broker.
 			return nil, nil
 		}
 		return nil, fmt.Errorf("daemon: --http: %w", err)
+	}
+	if cfg.HTTPSecureCookie && cfg.HTTPPublicURL == "" {
+		// NB: the links then name crewd's own http address, where the browser gets a Secure cookie over plain http
+		// (refused by browsers but on localhost) that it sends only over https: the operator must know.
+		lg.Warn("the login links name crewd's own address, but the session cookie is Secure (--http-secure-cookie): "+
+			"open each through the proxy's https address (its path and query on the proxy's host), or pass "+
+			"--http-public-url https://HOST/", "addr", web.BaseURL())
 	}
 	return web, nil
 }
