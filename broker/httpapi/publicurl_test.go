@@ -118,3 +118,31 @@ func TestCheckPublicURL(t *testing.T) {
 		})
 	}
 }
+
+// TestTheHostCheckTakesThePublicURLsHost: a loopback server refuses a request whose Host is not a loopback name (DNS
+// rebinding), but for the public URL's host, which a proxy in front may pass on as the browser sent it: the
+// operator's name, whose DNS no rebinding page controls. Without a public URL that name is refused as any other.
+func TestTheHostCheckTakesThePublicURLsHost(t *testing.T) {
+	for _, c := range []struct {
+		public string
+		host   string
+		code   int
+	}{
+		{"", "crew.example.com", http.StatusForbidden},
+		{"https://crew.example.com/", "crew.example.com", http.StatusOK},
+		{"https://crew.example.com/", "CREW.example.com:443", http.StatusOK},
+		{"https://crew.example.com/", "crew.example.com.", http.StatusOK},
+		{"https://crew.example.com/", "evil.example", http.StatusForbidden},
+		{"https://crew.example.com/", "crew.example.com.evil.example", http.StatusForbidden},
+		{"https://crew.example.com/", "localhost:7717", http.StatusOK},
+		{"https://[2001:db8::7]/", "[2001:db8::7]", http.StatusOK},
+	} {
+		f := newFixture(t, Options{PublicURL: c.public})
+		req, err := http.NewRequest(http.MethodGet, f.web.URL+"/api/v1/runs", nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		req.Host = c.host
+		code, m := f.send(req)
+		require.Equal(t, c.code, code, "public %q, Host %q: %v", c.public, c.host, m)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -54,6 +55,8 @@ type Server struct {
 	closeGrace time.Duration
 	// publicURL is Options.PublicURL as CheckPublicURL returns it ("": none), the base of the login links.
 	publicURL string
+	// publicHost is the host name of publicURL ("": none), which the Host check (hostAllowed) takes as well.
+	publicHost string
 
 	mu      sync.Mutex
 	ln      *limitListener
@@ -84,6 +87,9 @@ func New(opts Options) (*Server, error) {
 	rand.Read(s.proofKey[:]) // NB: crypto/rand.Read never fails (Go ≥ 1.24 crashes the process instead)
 	// NB: validate checked PublicURL; "" (no public URL) is refused, and so stays "".
 	s.publicURL, _ = CheckPublicURL(o.PublicURL, o.SecureCookie)
+	if u, err := url.Parse(s.publicURL); err == nil {
+		s.publicHost = u.Hostname()
+	}
 	s.sessions = newSecrets(o.MaxSessions, maxSessionsPerCredential, s.credentialValid)
 	s.codes = newSecrets(maxLoginCodes, maxLoginCodesPerCredential, s.credentialValid)
 	s.streams.init(o)
@@ -261,7 +267,10 @@ func loopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// hostAllowed is the DNS-rebinding check: on a loopback listener the Host header must name loopback too.
+// hostAllowed is the DNS-rebinding check: on a loopback listener the Host header must name loopback too, or the host
+// of Options.PublicURL, which a proxy in front may pass on as the browser sent it. NB: a page of another site that
+// rebinds its own name to 127.0.0.1 sends that name; the public URL's is the operator's, whose DNS no such page
+// controls.
 func (s *Server) hostAllowed(r *http.Request) bool {
 	if !s.loopback {
 		return true
@@ -270,7 +279,11 @@ func (s *Server) hostAllowed(r *http.Request) bool {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
-	return loopbackHost(host)
+	if loopbackHost(host) {
+		return true
+	}
+	host = strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"), ".")
+	return s.publicHost != "" && strings.EqualFold(host, s.publicHost)
 }
 
 // authed is a route that needs a principal.
