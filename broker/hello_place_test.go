@@ -132,15 +132,18 @@ func TestNoPlaceIsCountedForAConnectionClosedMeanwhile(t *testing.T) {
 }
 
 // TestAHelloRefusedAtBindGivesBackItsPlace: a hello whose place was claimed as its token was authenticated, and
-// whose credential then ended while it waited for its pace, is refused at its bind and gives its place back (of
+// whose credential then ended after its pace let it in, is refused at its bind and gives its place back (of
 // MaxConns, of its credential and of its run), or every such refusal would shrink the daemon for good.
 func TestAHelloRefusedAtBindGivesBackItsPlace(t *testing.T) {
-	f, clock, waits, s, o := pacedRun(t)
+	f := newFixture(t, fixtureOpts{})
+	paced := holdPaced(f)
+	s := f.seed()
+	o := f.dialOrchestrator(s)
 	f.awaitPlaces(1)
-	late := helloHeldAcrossRevocation(t, f, clock, waits, s, o)
-	f.awaitPlaces(2) // the orchestrator's and the waiting hello's: the revocation ended the first hello's connection
+	late := helloHeldPastItsPace(t, f, paced, s, o)
+	f.awaitPlaces(2) // the orchestrator's and the held hello's: the revocation ended the first hello's connection
 
-	clock.advance(time.Second) // the bucket refills: the held hello goes on to its bind, which refuses it
+	paced.release() // the held hello goes on to its bind, which refuses it
 	r := late.answerOf("h")
 	require.NotNil(t, r.Error)
 	require.Equal(t, wire.CodeRevoked, r.Error.Code)

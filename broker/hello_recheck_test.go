@@ -13,7 +13,7 @@ import (
 )
 
 // TestHelloPacedAcrossARevocationIsRefused: a hello whose credential checked out, but which waits for its
-// credential's budget (pacing) while the credential is revoked, is refused when the wait ends. Before it was
+// credential's budget (pacing) while the credential is revoked, is refused (paceHello ends the wait). Before it was
 // refused, the connection was bound with the revoked credential: no request ever re-checked it, the feed had
 // already re-checked the run's connections before it was bound, and it was pushed the task's mail for as long as
 // it stayed idle.
@@ -43,14 +43,35 @@ func pacedRun(t *testing.T) (f *fixture, clock *pacerClock, waits *pacerWaits, s
 func helloHeldAcrossRevocation(t *testing.T, f *fixture, clock *pacerClock, waits *pacerWaits, s seeded, o *client) *client {
 	t.Helper()
 	clock.freeze()
+	return helloHeldAcross(t, f, s, o, waits.arm, func() {
+		waits.await("the second hello did not wait for its credential's budget")
+	}, revokeP, wire.CodeRevoked)
+}
+
+// helloHeldPastItsPace sends a hello of task P (id "h") and holds it with paced once its pace let it in, before its
+// bind, then revokes P through o and returns the hello's connection once the feed has handled the revocation (it
+// ended the connection of P's hello before).
+func helloHeldPastItsPace(t *testing.T, f *fixture, paced *bindHold, s seeded, o *client) *client {
+	t.Helper()
+	return helloHeldAcross(t, f, s, o, paced.arm, func() { paced.awaitBound(t) }, revokeP, wire.CodeRevoked)
+}
+
+func revokeP(o *client) { o.ok("credential.revoke", map[string]any{"taskId": taskP}) }
+
+// helloHeldAcross says hello as task P on one connection, arms a hold (arm) and sends another hello of P (id "h"),
+// which awaitHeld waits to be held, then ends P's credential through o (end) and returns the held hello's connection
+// once the feed has handled the end: it ended the first connection, with code.
+func helloHeldAcross(t *testing.T, f *fixture, s seeded, o *client, arm, awaitHeld func(), end func(o *client),
+	code wire.Code) *client {
+	t.Helper()
 	first := f.dial()
-	first.hello(runR, taskP, s.p) // the whole burst: P's next hello waits for its bucket
-	waits.arm()
+	first.hello(runR, taskP, s.p) // with a burst of one hello, the whole of it: P's next hello waits for its bucket
+	arm()
 	late := f.dial()
 	late.sendLine(`{"id":"h","method":"hello","params":{"protocol":1,"runId":"R1","taskId":"P","token":"` + s.p + `"}}`)
-	waits.await("the second hello did not wait for its credential's budget")
-	o.ok("credential.revoke", map[string]any{"taskId": taskP})
-	require.Equal(t, wire.CodeRevoked, first.untilError().Error.Code, "the feed has handled the revocation")
+	awaitHeld()
+	end(o)
+	require.Equal(t, code, first.untilError().Error.Code, "the feed has handled the end")
 	return late
 }
 
@@ -77,24 +98,23 @@ func TestRefusedHellosArePacedPerProcess(t *testing.T) {
 	f.dialOrchestrator(s).ok("ping", nil) // an accepted hello costs its credential, not its process
 }
 
-// TestNoPushToAHelloBoundAfterItsRevocation: a hello whose credential is revoked while it waits for its
-// credential's budget (after authenticate, before bind) is not pushed the mail sent after the revocation. The feed
-// ended the run's connections for the revocation before this one was bound, so only the hello's own check of its
-// credential keeps the later pushes from it. That check came after the bind, which publishes the connection to the
-// feed: mail sent between the two was queued for the revoked connection and written before its refusal. The hello
-// is held (onBound) once its bind is decided, while the mail is sent and the feed handles it.
+// TestNoPushToAHelloBoundAfterItsRevocation: a hello whose credential is revoked after its pace let it in, before
+// its bind (after authenticate) is not pushed the mail sent after the revocation. The feed ended the run's
+// connections for the revocation before this one was bound, so only the hello's own check of its credential keeps
+// the later pushes from it. That check came after the bind, which publishes the connection to the feed: mail sent
+// between the two was queued for the revoked connection and written before its refusal. The hello is held
+// (onBound) once its bind is decided, while the mail is sent and the feed handles it.
 func TestNoPushToAHelloBoundAfterItsRevocation(t *testing.T) {
-	f := newFixture(t, fixtureOpts{opts: Options{RatePerCredential: 1000, BurstPerCredential: helloCost}})
-	clock := installPacerClock(f)
-	waits := watchPacerWaits(f)
+	f := newFixture(t, fixtureOpts{})
 	h := holdBinds(f)
+	paced := holdPaced(f)
 	s := f.seed()
 	o := f.dialOrchestrator(s)
 	q := f.dial()
 	q.hello(runR, taskQ, s.q)
-	late := helloHeldAcrossRevocation(t, f, clock, waits, s, o)
+	late := helloHeldPastItsPace(t, f, paced, s, o)
 	h.arm()
-	clock.advance(time.Second) // the bucket refills: the held hello goes on to its bind
+	paced.release() // the held hello goes on to its bind
 	h.awaitBound(t)
 	mailPThroughTheFeed(o, q, "after the revocation")
 	h.release()
@@ -154,7 +174,8 @@ func TestTheHelloAnswerIsAConnectionsFirstFrame(t *testing.T) {
 	require.Equal(t, wire.EventMailboxMessage, push.Name, "the mail sent after the bind is pushed: %s", frame)
 }
 
-// bindHold holds a hello once its bind is decided (the server's onBound), before it goes on, when armed.
+// bindHold holds a hello once its bind is decided (the server's onBound), or once paced (onPaced), before it goes on,
+// when armed.
 type bindHold struct {
 	armed         atomic.Bool
 	bound, resume chan struct{}
@@ -162,14 +183,29 @@ type bindHold struct {
 
 // holdBinds installs a bindHold on f's server.
 func holdBinds(f *fixture) *bindHold {
-	h := &bindHold{bound: make(chan struct{}), resume: make(chan struct{})}
-	f.srv.onBound = func() {
-		if h.armed.CompareAndSwap(true, false) {
-			h.bound <- struct{}{}
-			<-h.resume
-		}
-	}
+	h := newBindHold()
+	f.srv.onBound = h.hold
 	return h
+}
+
+// holdPaced installs on f's server a bindHold that holds the armed hello once its pace let it in, before its bind
+// (onPaced), rather than once bound.
+func holdPaced(f *fixture) *bindHold {
+	h := newBindHold()
+	f.srv.onPaced = h.hold
+	return h
+}
+
+func newBindHold() *bindHold {
+	return &bindHold{bound: make(chan struct{}), resume: make(chan struct{})}
+}
+
+// hold holds the calling hello, if armed, until release.
+func (h *bindHold) hold() {
+	if h.armed.CompareAndSwap(true, false) {
+		h.bound <- struct{}{}
+		<-h.resume
+	}
 }
 
 // arm holds the next hello to be bound.

@@ -161,3 +161,25 @@ func TestAQueryWaitingItsTurnIsNotServedAfterItsCredentialEnded(t *testing.T) {
 		})
 	}
 }
+
+// TestAHelloPacedAcrossItsCredentialsEndIsRefusedAtOnce: a hello whose token authenticated, and which waits for its
+// credential's pace holding the place it claimed, is refused as soon as the credential ends, with the answer a hello
+// would get then, and gives its place back: it does not wait out its pace (the pacer's clock stands still here), nor
+// hold the place of the task's re-issued credential meanwhile.
+func TestAHelloPacedAcrossItsCredentialsEndIsRefusedAtOnce(t *testing.T) {
+	for _, tc := range endsOfP {
+		t.Run(tc.name, func(t *testing.T) {
+			f, clock, waits, s, o := pacedRun(t)
+			clock.freeze()
+			late := helloHeldAcross(t, f, s, o, waits.arm, func() {
+				waits.await("the second hello did not wait for its credential's budget")
+			}, tc.end, tc.code)
+			require.Equal(t, tc.code, late.closingError("h").Code, "the hello waited out its pace")
+			require.Eventually(t, func() bool {
+				f.srv.mu.Lock()
+				defer f.srv.mu.Unlock()
+				return f.srv.credConns[workerKey(taskP)] == 0
+			}, guard, time.Millisecond, "the hello's place is kept")
+		})
+	}
+}

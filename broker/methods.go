@@ -148,14 +148,23 @@ func (c *conn) hello(req wire.Request, size int) bool {
 	// A hello costs its credential (and a worker's run) helloUnits, so a token that dials in a loop is paced
 	// too.
 	k := paceKeys{cred: credKey(id), run: runKey(id)}
-	switch c.paceUntil(k, nil, by) {
-	case paceClosed:
+	r, ended := c.paceHello(k, id, by)
+	switch {
+	case ended != nil:
+		// Its process pays, as for a late one below.
+		s.charge(pk, helloUnits(size))
+		s.lg.Debug("hello refused", "conn", c.seq, "code", string(ended.Code), "reason", "its credential ended")
+		return c.refuseHello(req.ID, ended)
+	case r == paceClosed:
 		return false
-	case paceLate:
+	case r == paceLate:
 		// Its process pays, as for any refused hello; the place is given back as the refusal closes the connection.
 		s.charge(pk, helloUnits(size))
 		s.lg.Debug("hello refused", "conn", c.seq, "reason", "its credential's pace")
 		return c.refuse(req.ID, wire.MethodHello, lateHello(wait))
+	}
+	if s.onPaced != nil {
+		s.onPaced()
 	}
 	s.charge(k, helloUnits(size))
 	ack, bad := c.helloAck(req.ID, id)
@@ -183,6 +192,36 @@ func (c *conn) hello(req wire.Request, size int) bool {
 	s.requests.add(wire.MethodHello, nil)
 	s.lg.Debug("hello", "conn", c.seq, "role", id.role, "runId", id.runID, "taskId", id.taskID)
 	return true // the answer was queued by the bind
+}
+
+// paceHello is paceUntil for a hello that authenticated id and holds the place it claimed: the wait is woken by every
+// publish of id's run, and ends as soon as the credential has ended (revoked, re-issued, its run or its task ended),
+// with the answer its bind would give (ended). Without it, a hello of an ended credential held its place until its
+// pace or helloPaceWait came, and was refused only then (bind): for seconds, the places of a task's re-issued
+// credential, which the hellos of its old token held. NB: nothing is read for a hello its pace lets in at once.
+func (c *conn) paceHello(k paceKeys, id identity, by time.Time) (r paceResult, ended *wire.Error) {
+	if id.runID == "" { // the admin's: not paced
+		return c.paceUntil(k, nil, by), nil
+	}
+	if p := c.s.pacer; p.delay(k, p.now()) <= 0 {
+		return paced, nil
+	}
+	for {
+		changed, leave := c.s.eng.RunChanged(id.runID) // NB: before the check: a publish after it wakes the wait
+		ended = c.s.recheck(id)
+		if ended == nil {
+			r = c.paceUntil(k, changed, by)
+		}
+		leave()
+		select {
+		case <-c.done:
+			return paceClosed, nil
+		default:
+		}
+		if ended != nil || r != paceClosed { // paceClosed, the connection open: its run changed
+			return r, ended
+		}
+	}
 }
 
 // refuseBeforeHello answers a connection's first request, not a hello, "hello required", and the connection

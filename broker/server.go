@@ -36,6 +36,9 @@ type Server struct {
 
 	writeTimeout time.Duration // writeTimeout, shortened by tests
 	onBound      func()        // nil; tests hold a hello once its bind has been decided, before it is answered
+	// onPaced is nil; tests hold a hello once its pace let it in, before its bind, so that its credential ends in
+	// between (one that ends while the hello waits for its pace ends the wait: paceHello).
+	onPaced func()
 	// onRead is nil; tests run it as a request is about to read the published state (call.read), after its run was
 	// found and read back, so that the log fails between the two.
 	onRead func()
