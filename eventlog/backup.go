@@ -28,7 +28,9 @@ import (
 // 0700 and its files 0600 (hard-linked files are the store's own, which are
 // private too), and only then is it renamed to destDir. A checkpoint killed
 // before that leaves its staging directory, which the next checkpoint beside
-// it removes.
+// it removes. Whatever is made at destDir meanwhile (an empty directory, a
+// file) is refused (fs.ErrExist) and left as it is: the move is
+// RenameNoReplace's, where a rename replaces an empty directory or a file.
 func (l *Log) Checkpoint(destDir string) error {
 	if err := l.readable(); err != nil {
 		return err
@@ -59,7 +61,7 @@ func (l *Log) Checkpoint(destDir string) error {
 	if err := restrictTree(tmp); err != nil {
 		return fmt.Errorf("eventlog: checkpoint to %s: %w", destDir, err)
 	}
-	if err := os.Rename(tmp, destDir); err != nil {
+	if err := RenameNoReplace(tmp, destDir); err != nil {
 		return fmt.Errorf("eventlog: checkpoint to %s: %w", destDir, err)
 	}
 	return syncDir(filepath.Dir(destDir))

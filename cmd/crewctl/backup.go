@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/crewlog/crewlog/audit"
 	"github.com/crewlog/crewlog/broker"
@@ -127,13 +126,13 @@ func stageBackup(dest string) (sd *eventlog.StagingDir, copyDir string, err erro
 // (its server.key's among them, which the checkpoint's own sync came before) and dest's entry in its parent. NB: a
 // backup reported written is one a crash keeps. A dest made since backup checked (by another user, in a shared
 // directory such as the temp directory) is refused rather than replaced, as rename replaces an empty directory: the
-// move is renameNoReplace's.
+// move is eventlog.RenameNoReplace's.
 func placeBackup(copyDir, dest string) error {
 	if err := syncDir(copyDir); err != nil {
 		return problemf("backup: %v", err)
 	}
 	reached(atPlacing)
-	if err := renameNoReplace(copyDir, dest); errors.Is(err, fs.ErrExist) {
+	if err := eventlog.RenameNoReplace(copyDir, dest); errors.Is(err, fs.ErrExist) {
 		return usagef("backup: %s exists; name a new directory", dest)
 	} else if err != nil {
 		return problemf("backup: %v", err)
@@ -610,24 +609,3 @@ func copySecret(from, to string) (bool, error) {
 	}
 	return true, copyFile(from, to, 0o600)
 }
-
-// renameNoReplace renames from to to unless something is at to (an error wrapping fs.ErrExist), in one step
-// (renameat2 with RENAME_NOREPLACE): a check before a rename leaves a window in which an empty directory made at to is
-// replaced. NB: a kernel before Linux 3.15, or a file system that cannot rename so (some network and FUSE ones),
-// answers EINVAL or ENOSYS: there to is checked, then renamed onto, and the window stays open.
-func renameNoReplace(from, to string) error {
-	err := renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, unix.RENAME_NOREPLACE)
-	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) {
-		if err != nil {
-			return &os.LinkError{Op: "rename", Old: from, New: to, Err: err}
-		}
-		return nil
-	}
-	if _, err := os.Lstat(to); err == nil {
-		return &os.LinkError{Op: "rename", Old: from, New: to, Err: unix.EEXIST}
-	}
-	return os.Rename(from, to)
-}
-
-// renameat2 is unix.Renameat2; tests replace it to answer as a kernel or file system without RENAME_NOREPLACE does.
-var renameat2 = unix.Renameat2

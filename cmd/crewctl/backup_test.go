@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/crewlog/crewlog/audit/audittest"
 	"github.com/crewlog/crewlog/broker/wire"
@@ -586,47 +585,30 @@ func TestBackupKilledPartWayLeavesNoBackup(t *testing.T) {
 // it, and rename(2) replaces an empty directory: a DIR made between the two (by another user, in a shared directory
 // such as the temp directory) was refused only by os.Rename's own check, a moment before the rename, with a bare
 // "file exists" (exit 1), and one made after that check was replaced. The copy is moved only where nothing is
-// (renameat2 RENAME_NOREPLACE): a DIR made since backup's check is refused as existing (exit 2) and left as it was,
-// and the backup leaves nothing behind. Where the kernel or the file system cannot rename so (EINVAL, ENOSYS),
-// backup checks, then renames, as before.
+// (eventlog.RenameNoReplace, whose test covers a kernel or file system that cannot rename so): a DIR made since
+// backup's check is refused as existing (exit 2) and left as it was, and the backup leaves nothing behind.
 func TestBackupDoesNotReplaceADirMadeBeforeItsPlace(t *testing.T) {
 	data := t.TempDir()
 	audittest.Scenario(t, filepath.Join(data, storeDir))
-	for _, tc := range []struct {
-		name     string
-		renameat error // what renameat2 answers instead of renaming (nil: the kernel's answer)
-	}{
-		{"renameat2", nil},
-		{"no renameat2", unix.ENOSYS},
-		{"a file system without RENAME_NOREPLACE", unix.EINVAL},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if tc.renameat != nil {
-				was := renameat2
-				t.Cleanup(func() { renameat2 = was })
-				renameat2 = func(int, string, int, string, uint) error { return tc.renameat }
-			}
-			parent := t.TempDir()
-			dest := filepath.Join(parent, "backup")
-			r := crewctl(t, nil, "backup", dest, "--data", data)
-			require.Equal(t, exitOK, r.code, r.out+r.err)
-			require.ElementsMatch(t, []string{storeDir}, stagingtest.Names(t, dest), "placed where nothing was")
+	parent := t.TempDir()
+	dest := filepath.Join(parent, "backup")
+	r := crewctl(t, nil, "backup", dest, "--data", data)
+	require.Equal(t, exitOK, r.code, r.out+r.err)
+	require.ElementsMatch(t, []string{storeDir}, stagingtest.Names(t, dest), "placed where nothing was")
 
-			was := reached
-			t.Cleanup(func() { reached = was })
-			dest = filepath.Join(parent, "raced")
-			reached = func(point string) {
-				if point == atPlacing {
-					require.NoError(t, os.Mkdir(dest, 0o755)) // made after backup's check, before the move
-				}
-			}
-			r = crewctl(t, nil, "backup", dest, "--data", data)
-			require.Equal(t, exitUsage, r.code, r.out+r.err)
-			require.Contains(t, r.err, dest+" exists; name a new directory")
-			entries, err := os.ReadDir(dest)
-			require.NoError(t, err)
-			require.Empty(t, entries, "the directory made is left as it was")
-			require.ElementsMatch(t, []string{"backup", "raced"}, stagingtest.Names(t, parent), "no staging is left")
-		})
+	was := reached
+	t.Cleanup(func() { reached = was })
+	dest = filepath.Join(parent, "raced")
+	reached = func(point string) {
+		if point == atPlacing {
+			require.NoError(t, os.Mkdir(dest, 0o755)) // made after backup's check, before the move
+		}
 	}
+	r = crewctl(t, nil, "backup", dest, "--data", data)
+	require.Equal(t, exitUsage, r.code, r.out+r.err)
+	require.Contains(t, r.err, dest+" exists; name a new directory")
+	entries, err := os.ReadDir(dest)
+	require.NoError(t, err)
+	require.Empty(t, entries, "the directory made is left as it was")
+	require.ElementsMatch(t, []string{"backup", "raced"}, stagingtest.Names(t, parent), "no staging is left")
 }
