@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -62,6 +63,10 @@ func handleCheckpoint(cl *call) (any, error) {
 		return nil, badParams(cl.method, "dir %s is inside the store; name a directory outside it", dir)
 	case errors.Is(err, commands.ErrNoSpace):
 		return nil, err
+	case errors.Is(err, fs.ErrExist):
+		// NB: made since the check above (by another user, in a shared directory): the log checks again, and its
+		// move of the copy into place refuses a dir made since its own check too (eventlog.RenameNoReplace).
+		return nil, badParams(cl.method, "dir %s exists; name a new directory", dir)
 	case err != nil:
 		return nil, fmt.Errorf("broker: %s: %w", cl.method, err)
 	}

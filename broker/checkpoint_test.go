@@ -103,3 +103,49 @@ func TestAdminCheckpointInsideTheStoreIsRefused(t *testing.T) {
 	require.Contains(t, e.Message, "is inside the store; name a directory outside it")
 	a.fails(methodAdminCheckpoint, map[string]any{"dir": filepath.Join(filepath.Dir(f.dir), "copy2")}, wire.CodeDiskFull)
 }
+
+// TestAdminCheckpointOfADirMadeMeanwhileIsRefusedAsExisting: a dir made after admin.checkpoint checked that it did
+// not exist (by another user, in a shared directory such as the temp directory), before the copy was moved there, was
+// refused by the log's own check, or by the move, as an internal error where the method answers bad-params for a dir
+// that exists. It is bad-params, dir exists, and what was made is left as it was.
+func TestAdminCheckpointOfADirMadeMeanwhileIsRefusedAsExisting(t *testing.T) {
+	f := newFixture(t, fixtureOpts{disk: true})
+	f.seed()
+	for _, tc := range []struct {
+		name string
+		make func(p string) error
+	}{
+		{"a directory", func(p string) error { return os.Mkdir(p, 0o755) }},
+		{"a file", func(p string) error { return os.WriteFile(p, []byte("theirs"), 0o644) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := f.dialAs(t)
+			a.helloAdmin()
+			dir := filepath.Join(t.TempDir(), "copy")
+			was := freeSpace
+			t.Cleanup(func() { freeSpace = was })
+			made := make(chan error, 1)
+			freeSpace = func(p string) (uint64, error) { // after the handler's check, before the copy
+				made <- tc.make(dir)
+				return was(p)
+			}
+			e := a.fails(methodAdminCheckpoint, map[string]any{"dir": dir}, wire.CodeBadParams)
+			require.NoError(t, <-made)
+			require.Contains(t, e.Message, "exists; name a new directory")
+			entries, err := os.ReadDir(filepath.Dir(dir))
+			require.NoError(t, err)
+			require.Len(t, entries, 1, "no staging directory is left behind")
+			st, err := os.Lstat(dir)
+			require.NoError(t, err)
+			if st.IsDir() {
+				entries, err = os.ReadDir(dir)
+				require.NoError(t, err)
+				require.Empty(t, entries, "the directory made is left as it was")
+			} else {
+				b, err := os.ReadFile(dir)
+				require.NoError(t, err)
+				require.Equal(t, "theirs", string(b), "the file made is left as it was")
+			}
+		})
+	}
+}
