@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,7 +87,8 @@ const streamStaging = daemon.StreamStaging
 // copyStreamStaged copies the whole stream into the new store dest as copyStream does, in a staging directory beside
 // it, and moves the copy to dest only once it is whole. NB: a copy that failed (the stream missing, the connection
 // lost part-way) is a store all the same, empty or holding a prefix of the log, on which crewd would start: what is
-// at dest is whole or not there.
+// at dest is whole or not there. Whatever is made at dest meanwhile is refused as existing and left as it is
+// (eventlog.RenameNoReplace), where a rename replaces an empty directory.
 func (a *app) copyStreamStaged(ctx context.Context, dest string) (uint64, error) {
 	sd, err := eventlog.NewStagingDir(filepath.Dir(dest), streamStaging, storeDir)
 	if err != nil {
@@ -98,7 +101,9 @@ func (a *app) copyStreamStaged(ctx context.Context, dest string) (uint64, error)
 		return 0, err
 	}
 	reached(atStaged)
-	if err := os.Rename(filepath.Join(stage, storeDir), dest); err != nil {
+	if err := eventlog.RenameNoReplace(filepath.Join(stage, storeDir), dest); errors.Is(err, fs.ErrExist) {
+		return 0, usagef("copy stream %s: %s exists; name a new data directory", a.nats.stream, dest)
+	} else if err != nil {
 		return 0, problemf("copy stream %s: %v", a.nats.stream, err)
 	}
 	if err := syncDir(filepath.Dir(dest)); err != nil {

@@ -225,3 +225,47 @@ func TestStreamFlagsOnlyWhereTheyApply(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamCopyDoesNotReplaceWhatIsMadeBeforeItsPlace: migrate-store --to pebble made its data directory, copied the
+// stream beside its store and renamed the copy onto DIR/store, where an empty directory made there meanwhile was
+// refused only by os.Rename's own check, a moment before rename(2) replaced one made after it, with a bare "file
+// exists" (exit 1), and a file made there failed it as "not a directory". Whatever is made there since is refused as
+// existing (exit 2), in the rename itself, and left as it was, and the copy leaves no staging directory behind.
+func TestStreamCopyDoesNotReplaceWhatIsMadeBeforeItsPlace(t *testing.T) {
+	data := t.TempDir()
+	audittest.Scenario(t, filepath.Join(data, storeDir))
+	stream := streamOf(t, data)
+	for _, tc := range []struct {
+		name string
+		make func(p string) error
+		left func(t *testing.T, p string) // requires that what was made is left as it was
+	}{
+		{"a directory", func(p string) error { return os.Mkdir(p, 0o755) }, func(t *testing.T, p string) {
+			require.Empty(t, stagingtest.Names(t, p))
+		}},
+		{"a file", func(p string) error { return os.WriteFile(p, []byte("theirs"), 0o644) }, func(t *testing.T, p string) {
+			b, err := os.ReadFile(p)
+			require.NoError(t, err)
+			require.Equal(t, "theirs", string(b))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "data")
+			store := filepath.Join(dir, storeDir)
+			was := reached
+			t.Cleanup(func() { reached = was })
+			var made error
+			reached = func(point string) {
+				if point == atStaged {
+					made = tc.make(store) // after migrate-store's check, before the move
+				}
+			}
+			r := crewctl(t, nil, append([]string{"migrate-store", "--to", "pebble", "--data", dir}, stream...)...)
+			require.NoError(t, made)
+			require.Equal(t, exitUsage, r.code, r.out+r.err)
+			require.Contains(t, r.err, store+" exists; name a new data directory")
+			tc.left(t, store)
+			require.Equal(t, []string{storeDir}, stagingtest.Names(t, dir), "no staging is left")
+		})
+	}
+}
