@@ -325,7 +325,7 @@ func (a *app) restore(backup, target string) error {
 		return openErr(fmt.Errorf("crewctl: restore: %w", err))
 	}
 	if entries, err := os.ReadDir(target); err == nil && len(entries) > 0 && !keyLeftByRestore(entries, backup, target) {
-		return problemf("restore: %s is not empty; restore only into an empty or new directory", target)
+		return problemf("restore: %v", notEmpty(target))
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return openErr(fmt.Errorf("crewctl: restore: %w", err))
 	}
@@ -356,8 +356,8 @@ func (a *app) restore(backup, target string) error {
 }
 
 // keyLeftByRestore reports whether entries, those of target, are a server.key alone that is the backup's, as a
-// restore of it killed between its two moves into place (the key, then the store) left it: the restore puts the same
-// bytes there again. NB: any other key, or anything more, is not a restore's, and target is not empty.
+// restore of it killed between its two moves into place (the key, then the store) left it: the restore keeps it, the
+// same bytes (placeKey). NB: any other key, or anything more, is not a restore's, and target is not empty.
 func keyLeftByRestore(entries []os.DirEntry, backup, target string) bool {
 	if len(entries) != 1 || entries[0].Name() != serverKeyFile || !entries[0].Type().IsRegular() {
 		return false
@@ -383,7 +383,8 @@ var restoreStaged = []string{storeDir, serverKeyFile}
 // was a key. NB: both are copied into a staging directory in target and moved into place only once whole: a store
 // copied part-way (a full disk, an entry it cannot copy) lacks files, its manifest marker among them when the copy
 // stopped before it, and crewd started on that as a new, empty store; and a failure leaves nothing in target, so the
-// same restore can run again.
+// same restore can run again. Whatever is made in their places meanwhile is refused, target not empty, and left as it
+// is (eventlog.RenameNoReplace, placeKey).
 func restoreFiles(backup, target string) (serverKey bool, err error) {
 	sd, err := eventlog.NewStagingDir(target, restoreStaging, restoreStaged...)
 	if err != nil {
@@ -409,14 +410,20 @@ func restoreFiles(backup, target string) (serverKey bool, err error) {
 	// minted before would not validate.
 	key := filepath.Join(target, serverKeyFile)
 	if serverKey {
-		if err := os.Rename(filepath.Join(stage, serverKeyFile), key); err != nil {
+		if err := placeKey(filepath.Join(stage, serverKeyFile), key); errors.Is(err, fs.ErrExist) {
+			return false, notEmpty(target)
+		} else if err != nil {
 			return false, err
 		}
 		reached(atKeyPlaced)
 	}
-	if err := os.Rename(filepath.Join(stage, storeDir), filepath.Join(target, storeDir)); err != nil {
+	err = eventlog.RenameNoReplace(filepath.Join(stage, storeDir), filepath.Join(target, storeDir))
+	if err != nil {
 		if serverKey {
-			os.Remove(key)
+			os.Remove(key) // the backup's: placed above, or left so by a restore of it killed (placeKey)
+		}
+		if errors.Is(err, fs.ErrExist) {
+			return false, notEmpty(target)
 		}
 		return false, err
 	}
@@ -434,6 +441,32 @@ func restoreFiles(backup, target string) (serverKey bool, err error) {
 		return false, err
 	}
 	return serverKey, nil
+}
+
+// placeKey moves the staged server.key to key unless something is there (eventlog.RenameNoReplace: an error wrapping
+// fs.ErrExist), where a rename replaces a file: a key made there since restore found target empty (by a restore of
+// another backup into the same target at once) is not the restore's to replace. NB: a key there that holds the
+// staged key's bytes is the backup's, as a restore of it killed between its two moves left it (keyLeftByRestore): it
+// stays, as good as placed.
+func placeKey(staged, key string) error {
+	err := eventlog.RenameNoReplace(staged, key)
+	if !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if st, serr := os.Lstat(key); serr != nil || !st.Mode().IsRegular() {
+		return err
+	}
+	there, rerr := os.ReadFile(key)
+	want, werr := os.ReadFile(staged)
+	if rerr != nil || werr != nil || !bytes.Equal(there, want) {
+		return err
+	}
+	return nil
+}
+
+// notEmpty is restore's refusal of a target that holds something: found so before the copy, or made there since.
+func notEmpty(target string) error {
+	return fmt.Errorf("%s is not empty; restore only into an empty or new directory", target)
 }
 
 // reached is called at the points where a crash leaves a copy half done; a test kills crewctl there, as a crash or

@@ -612,3 +612,69 @@ func TestBackupDoesNotReplaceADirMadeBeforeItsPlace(t *testing.T) {
 	require.Empty(t, entries, "the directory made is left as it was")
 	require.ElementsMatch(t, []string{"backup", "raced"}, stagingtest.Names(t, parent), "no staging is left")
 }
+
+// TestRestoreDoesNotReplaceWhatIsMadeBeforeItsPlace: restore checked that its target was empty, then renamed its
+// copy's server.key and store onto target/server.key and target/store: a server.key made there meanwhile (by a
+// restore of another backup run into the same target at once) was replaced with this backup's without a word, to
+// lie beside a store it may not be the key of, and an empty directory made at
+// target/store was refused only by os.Rename's own check, a moment before rename(2) replaced one made after it, with
+// a bare "file exists" (a file there failed it as "not a directory"). Whatever is made there since the check is
+// refused, the target not empty, and left as it was, and the restore leaves nothing of its own behind; a server.key
+// there that is the backup's, as a restore killed between its two moves leaves it, is the restore's own and is kept.
+func TestRestoreDoesNotReplaceWhatIsMadeBeforeItsPlace(t *testing.T) {
+	backup := filepath.Join(t.TempDir(), "backup")
+	require.Equal(t, exitOK, crewctl(t, nil, "backup", backup, "--data", scenarioData(t)).code)
+	key := []byte(strings.Repeat("k", 32))
+	require.NoError(t, os.WriteFile(filepath.Join(backup, serverKeyFile), key, 0o600))
+	theirs := func(name string) func(target string) error {
+		return func(target string) error { return os.WriteFile(filepath.Join(target, name), []byte("theirs"), 0o600) }
+	}
+	for _, tc := range []struct {
+		name string
+		at   string
+		make func(target string) error
+		left []string // what target holds after, all of it made by make but the restore's
+	}{
+		{"a server.key", atStaged, theirs(serverKeyFile), []string{serverKeyFile}},
+		{"an empty directory at store", atKeyPlaced, func(target string) error {
+			return os.Mkdir(filepath.Join(target, storeDir), 0o700)
+		}, []string{storeDir}},
+		{"a file at store", atKeyPlaced, theirs(storeDir), []string{storeDir}},
+		{"the backup's server.key", atStaged, func(target string) error {
+			return os.WriteFile(filepath.Join(target, serverKeyFile), key, 0o600)
+		}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			target := filepath.Join(t.TempDir(), "restored")
+			was := reached
+			t.Cleanup(func() { reached = was })
+			var made error
+			reached = func(point string) {
+				if point == tc.at {
+					made = tc.make(target) // after restore's check, before the move
+				}
+			}
+			r := crewctl(t, nil, "restore", backup, "--data", target)
+			require.NoError(t, made)
+			if tc.left == nil {
+				require.Equal(t, exitOK, r.code, r.out+r.err)
+				require.ElementsMatch(t, []string{storeDir, serverKeyFile}, stagingtest.Names(t, target))
+				got, err := os.ReadFile(filepath.Join(target, serverKeyFile))
+				require.NoError(t, err)
+				require.Equal(t, key, got)
+				return
+			}
+			require.Equal(t, exitProblem, r.code, r.out+r.err)
+			require.Contains(t, r.err, target+" is not empty; restore only into an empty or new directory")
+			require.Equal(t, tc.left, stagingtest.Names(t, target), "nothing of the restore's is left")
+			p := filepath.Join(target, tc.left[0])
+			if st, err := os.Lstat(p); err == nil && st.IsDir() {
+				require.Empty(t, stagingtest.Names(t, p), "the directory made is left as it was")
+				return
+			}
+			got, err := os.ReadFile(p)
+			require.NoError(t, err)
+			require.Equal(t, "theirs", string(got), "the file made is left as it was")
+		})
+	}
+}
