@@ -121,7 +121,8 @@ func TestCheckPublicURL(t *testing.T) {
 
 // TestTheHostCheckTakesThePublicURLsHost: a loopback server refuses a request whose Host is not a loopback name (DNS
 // rebinding), but for the public URL's host, which a proxy in front may pass on as the browser sent it: the
-// operator's name, whose DNS no rebinding page controls. Without a public URL that name is refused as any other.
+// operator's name, whose DNS no rebinding page controls, with a trailing dot or without (one name, either side).
+// Without a public URL that name is refused as any other.
 func TestTheHostCheckTakesThePublicURLsHost(t *testing.T) {
 	for _, c := range []struct {
 		public string
@@ -132,6 +133,8 @@ func TestTheHostCheckTakesThePublicURLsHost(t *testing.T) {
 		{"https://crew.example.com/", "crew.example.com", http.StatusOK},
 		{"https://crew.example.com/", "CREW.example.com:443", http.StatusOK},
 		{"https://crew.example.com/", "crew.example.com.", http.StatusOK},
+		{"https://crew.example.com./", "crew.example.com.", http.StatusOK},
+		{"https://crew.example.com./", "crew.example.com:443", http.StatusOK},
 		{"https://crew.example.com/", "evil.example", http.StatusForbidden},
 		{"https://crew.example.com/", "crew.example.com.evil.example", http.StatusForbidden},
 		{"https://crew.example.com/", "localhost:7717", http.StatusOK},

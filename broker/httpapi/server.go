@@ -55,7 +55,8 @@ type Server struct {
 	closeGrace time.Duration
 	// publicURL is Options.PublicURL as CheckPublicURL returns it ("": none), the base of the login links.
 	publicURL string
-	// publicHost is the host name of publicURL ("": none), which the Host check (hostAllowed) takes as well.
+	// publicHost is the host name of publicURL ("": none), which the Host check (hostAllowed) takes as well, with no
+	// trailing dot: the check takes a Host's off too, so "crew.example.com." names the host either way.
 	publicHost string
 
 	mu      sync.Mutex
@@ -88,7 +89,7 @@ func New(opts Options) (*Server, error) {
 	// NB: validate checked PublicURL; "" (no public URL) is refused, and so stays "".
 	s.publicURL, _ = CheckPublicURL(o.PublicURL, o.SecureCookie)
 	if u, err := url.Parse(s.publicURL); err == nil {
-		s.publicHost = u.Hostname()
+		s.publicHost = strings.TrimSuffix(u.Hostname(), ".")
 	}
 	s.sessions = newSecrets(o.MaxSessions, maxSessionsPerCredential, s.credentialValid)
 	s.codes = newSecrets(maxLoginCodes, maxLoginCodesPerCredential, s.credentialValid)
