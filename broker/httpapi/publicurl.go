@@ -52,7 +52,9 @@ func CheckPublicURL(raw string, secureCookie bool) (string, error) {
 		return "", fmt.Errorf("%q is plain http, and browsers refuse a Secure session cookie (--http-secure-cookie) "+
 			"on a page they reach over http: give the proxy's https address", raw)
 	}
-	return u.Scheme + "://" + strings.TrimSuffix(u.Host, ":"), nil // NB: "host:" is the scheme's default port
+	// NB: "host:" is the scheme's default port. u.Host is unescaped, and an IPv6 zone's "%25" read as "%" named a
+	// base no URL parser (nor this check, which crewd's flag and then New make) takes: String escapes it again.
+	return (&url.URL{Scheme: u.Scheme, Host: strings.TrimSuffix(u.Host, ":")}).String(), nil
 }
 
 // linkBase is the base URL of the login links: Options.PublicURL, or the listener's address (BaseURL).

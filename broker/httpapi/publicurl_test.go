@@ -63,6 +63,7 @@ func TestLoginLinksNameThePublicURL(t *testing.T) {
 
 // TestCheckPublicURL: a public URL is an absolute http or https URL of a host, at / of it, with no user name,
 // query or fragment, https with the Secure cookie; each refusal says what is wrong, and New refuses such Options.
+// The base it answers is a URL it takes again as is (crewd checks its flag, then hands New the base).
 func TestCheckPublicURL(t *testing.T) {
 	for _, c := range []struct {
 		raw    string
@@ -76,6 +77,7 @@ func TestCheckPublicURL(t *testing.T) {
 		{raw: "http://10.0.0.5:7717", want: "http://10.0.0.5:7717", ok: true},
 		{raw: "https://crew.example.com:/", want: "https://crew.example.com", ok: true},
 		{raw: "https://[2001:db8::7]:8443", want: "https://[2001:db8::7]:8443", ok: true},
+		{raw: "https://[fe80::7%25eth0]:8443/", want: "https://[fe80::7%25eth0]:8443", ok: true},
 		{raw: "http://10.0.0.5:7717/", secure: true, want: "is plain http"},
 		{raw: "crew.example.com", want: "not an absolute http or https URL"},
 		{raw: "/crewlog/", want: "not an absolute http or https URL"},
@@ -104,6 +106,9 @@ func TestCheckPublicURL(t *testing.T) {
 			if c.ok {
 				require.NoError(t, err)
 				require.Equal(t, c.want, got)
+				again, err := CheckPublicURL(got, c.secure) // crewd checks --http-public-url, then New its answer
+				require.NoError(t, err, "the base checked again")
+				require.Equal(t, got, again)
 				return
 			}
 			require.ErrorContains(t, err, c.want)
