@@ -329,6 +329,7 @@ func (a *app) restore(backup, target string) error {
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return openErr(fmt.Errorf("crewctl: restore: %w", err))
 	}
+	reached(atTargetChecked)
 	check, err := a.verifyStore(storePath(backup), "verify backup")
 	if err != nil {
 		return err
@@ -409,8 +410,9 @@ func restoreFiles(backup, target string) (serverKey bool, err error) {
 	// The key before the store: a store in place without its key would have crewd mint a new one, and the tokens
 	// minted before would not validate.
 	key := filepath.Join(target, serverKeyFile)
+	keyPlaced := false
 	if serverKey {
-		if err := placeKey(filepath.Join(stage, serverKeyFile), key); errors.Is(err, fs.ErrExist) {
+		if keyPlaced, err = placeKey(filepath.Join(stage, serverKeyFile), key); errors.Is(err, fs.ErrExist) {
 			return false, notEmpty(target)
 		} else if err != nil {
 			return false, err
@@ -419,8 +421,10 @@ func restoreFiles(backup, target string) (serverKey bool, err error) {
 	}
 	err = eventlog.RenameNoReplace(filepath.Join(stage, storeDir), filepath.Join(target, storeDir))
 	if err != nil {
-		if serverKey {
-			os.Remove(key) // the backup's: placed above, or left so by a restore of it killed (placeKey)
+		// NB: only the key placed above: one kept there (placeKey) may be that of a restore of the same backup into
+		// target at once, done with its store, which the move found there.
+		if keyPlaced {
+			os.Remove(key)
 		}
 		if errors.Is(err, fs.ErrExist) {
 			return false, notEmpty(target)
@@ -444,24 +448,24 @@ func restoreFiles(backup, target string) (serverKey bool, err error) {
 }
 
 // placeKey moves the staged server.key to key unless something is there (eventlog.RenameNoReplace: an error wrapping
-// fs.ErrExist), where a rename replaces a file: a key made there since restore found target empty (by a restore of
-// another backup into the same target at once) is not the restore's to replace. NB: a key there that holds the
-// staged key's bytes is the backup's, as a restore of it killed between its two moves left it (keyLeftByRestore): it
-// stays, as good as placed.
-func placeKey(staged, key string) error {
-	err := eventlog.RenameNoReplace(staged, key)
+// fs.ErrExist), where a rename replaces a file, and reports whether it moved it: a key made there since restore found
+// target empty (by a restore of another backup into the same target at once) is not the restore's to replace. NB: a
+// key there that holds the staged key's bytes is the backup's, as a restore of it killed between its two moves left
+// it (keyLeftByRestore), or a restore of it run at once placed it: it stays, as good as placed, but not by this one.
+func placeKey(staged, key string) (placed bool, err error) {
+	err = eventlog.RenameNoReplace(staged, key)
 	if !errors.Is(err, fs.ErrExist) {
-		return err
+		return err == nil, err
 	}
 	if st, serr := os.Lstat(key); serr != nil || !st.Mode().IsRegular() {
-		return err
+		return false, err
 	}
 	there, rerr := os.ReadFile(key)
 	want, werr := os.ReadFile(staged)
 	if rerr != nil || werr != nil || !bytes.Equal(there, want) {
-		return err
+		return false, err
 	}
-	return nil
+	return false, nil
 }
 
 // notEmpty is restore's refusal of a target that holds something: found so before the copy, or made there since.
@@ -482,6 +486,9 @@ const (
 
 // atPlacing is reached once a backup is whole, verified and synced, right before it is moved to its DIR.
 const atPlacing = "placing"
+
+// atTargetChecked is reached once restore found its target empty, before it verifies the backup and copies it.
+const atTargetChecked = "target checked"
 
 // atStoreStaged is reached once a backup's store is in its staging directory, its server.key not yet.
 const atStoreStaged = "store staged"

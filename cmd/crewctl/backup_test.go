@@ -678,3 +678,35 @@ func TestRestoreDoesNotReplaceWhatIsMadeBeforeItsPlace(t *testing.T) {
 		})
 	}
 }
+
+// TestTwoRestoresOfOneBackupAtOnceKeepTheKeyOfTheOneDone: two restores of one backup into one target, run at once,
+// both find it empty before either copies (the check comes before the backup is verified, which takes a while). The
+// one done first places the backup's server.key and store; the other finds the same key there, keeps it, and is
+// refused its store's move (target not empty), where it then removed the key it had kept: the restore reported done
+// was a store without its key, on which crewd mints a new one, and the tokens minted before no longer validate. A
+// restore takes out only the key it moved into place itself.
+func TestTwoRestoresOfOneBackupAtOnceKeepTheKeyOfTheOneDone(t *testing.T) {
+	backup := filepath.Join(t.TempDir(), "backup")
+	require.Equal(t, exitOK, crewctl(t, nil, "backup", backup, "--data", scenarioData(t)).code)
+	key := []byte(strings.Repeat("k", 32))
+	require.NoError(t, os.WriteFile(filepath.Join(backup, serverKeyFile), key, 0o600))
+	target := filepath.Join(t.TempDir(), "restored")
+	was := reached
+	t.Cleanup(func() { reached = was })
+	var first *result
+	reached = func(point string) {
+		if point == atTargetChecked && first == nil {
+			first = &result{} // NB: the first restore reaches this point too
+			*first = crewctl(t, nil, "restore", backup, "--data", target)
+		}
+	}
+	second := crewctl(t, nil, "restore", backup, "--data", target)
+	require.NotNil(t, first)
+	require.Equal(t, exitOK, first.code, first.out+first.err)
+	require.Equal(t, exitProblem, second.code, second.out+second.err)
+	require.Contains(t, second.err, target+" is not empty; restore only into an empty or new directory")
+	require.ElementsMatch(t, []string{storeDir, serverKeyFile}, stagingtest.Names(t, target))
+	got, err := os.ReadFile(filepath.Join(target, serverKeyFile))
+	require.NoError(t, err, "the restore done keeps its key")
+	require.Equal(t, key, got)
+}
