@@ -107,6 +107,9 @@ func TestSpaceGuardForAWriteOfKnownSize(t *testing.T) {
 	// over a MiB (the minimum) between the two readings, as on a shared disk.
 	require.ErrorContains(t, g.CheckSpaceFor(free+1<<30), "too little for a write", "no room left above the minimum")
 	require.ErrorContains(t, g.CheckSpaceFor(1<<63), "too little for a write")
+	full, err := newSpaceGuard(dir, free+1<<30, discard())
+	require.NoError(t, err)
+	require.ErrorContains(t, full.CheckSpaceFor(1), "for a write of 1 MiB", "a write under a MiB is named as one")
 
 	// NB: a cached reading of a full disk does not answer it: the free space is read again.
 	now := time.Now()

@@ -86,8 +86,13 @@ func (g *spaceGuard) CheckSpaceFor(size uint64) error {
 	g.refresh(g.now().UnixNano())
 	g.mu.Unlock()
 	if free := g.free.Load(); free < g.min || free-g.min < size {
+		// NB: the write's size rounded up: rounded down, a write under a MiB read "a write of 0 MiB".
+		mib := size >> 20
+		if size&(1<<20-1) != 0 {
+			mib++
+		}
 		return fmt.Errorf("daemon: %d MiB free on the store's file system, too little for a write of %d MiB "+
-			"above the minimum of %d MiB", free>>20, size>>20, g.min>>20)
+			"above the minimum of %d MiB", free>>20, mib, g.min>>20)
 	}
 	return nil
 }
