@@ -10,8 +10,9 @@ import (
 )
 
 // tokenCmd manages the read-only tokens of crewd's HTTP API. They live in <data>/readonly.tokens as digests
-// only, so these commands edit that file directly: crewd need not run, and a running crewd picks a change up at
-// the next request (within a second).
+// only, so these commands edit that file directly: crewd need not run, and a running crewd picks a change up
+// within a second (it looks at the file at most once a second: a token revoked just after a look is still taken
+// until the next).
 func (a *app) tokenCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "token",
@@ -79,7 +80,7 @@ func (a *app) tokenCmd() *cobra.Command {
 	}
 	revoke := &cobra.Command{
 		Use:   "revoke ID",
-		Short: "Revoke a read-only token (refused from its next request on)",
+		Short: "Revoke a read-only token (crewd refuses it within a second)",
 		Args:  args(1, "a token id (crewctl token list shows them)"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if err := a.needData(); err != nil {

@@ -22,7 +22,7 @@ import (
 //	<id> <sha-256 hex of the token> <created, RFC 3339> <name…>
 //
 // one line each, 0600 like every secret file. crewctl token create/list/revoke edit it (crewd need not run);
-// crewd re-reads it when it changes, so a new or revoked token takes effect at the next request.
+// crewd re-reads it when it changes, at most once a second, so a new or revoked token takes effect within a second.
 const ReadOnlyTokensFile = "readonly.tokens"
 
 // readOnlyPrefix marks a read-only token, so one found in a script or a log is recognisable.
