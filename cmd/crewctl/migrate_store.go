@@ -41,6 +41,9 @@ their state from the log. Until that check passed the stream is marked as an
 unfinished import, which crewd and crewctl refuse: one stopped part-way
 (kill -9, a lost connection) holds part of the store at most, and is not
 resumed; delete the stream (nats stream rm) and run the command again.
+Then start each crewd (--store jetstream) on an empty data directory holding
+only server.key and admin.token copied from --data: a crewd refuses to join
+with a store that is not a copy of the stream, --data's own included.
 
 --to pebble copies the stream (--nats, --stream) into --data, a new data
 directory, and verifies it as 'crewctl verify' does. A copy killed part-way

@@ -269,3 +269,16 @@ func TestStreamCopyDoesNotReplaceWhatIsMadeBeforeItsPlace(t *testing.T) {
 		})
 	}
 }
+
+// TestMigrateStoreHelpSaysWhereTheCrewdsStart: a crewd joining a stream refuses a data directory whose store is not a
+// copy of the stream (it holds no stream sequence), --data's own store that --to jetstream copied included, so the
+// help says where the crewds start instead: an empty data directory with --data's server.key and admin.token, where
+// it said nothing of the next step and an operator restarted crewd on --data, to be refused with "copy a Pebble store
+// in with migrate-store".
+func TestMigrateStoreHelpSaysWhereTheCrewdsStart(t *testing.T) {
+	r := crewctl(t, nil, "migrate-store", "--help")
+	require.Equal(t, exitOK, r.code, r.err)
+	for _, want := range []string{"empty data directory", "server.key", "admin.token", "--data's own"} {
+		require.Contains(t, r.out, want)
+	}
+}
