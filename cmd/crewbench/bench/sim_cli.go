@@ -43,8 +43,8 @@ reason, latency percentiles. crewd ships with delegation and asks off, as pi-cre
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&o.Socket, "socket", o.Socket, "crewd's socket (default: crewd's default)")
-	f.StringVar(&o.TokenFile, "token-file", o.TokenFile, "crewd's admin token file (default: crewd's default)")
+	f.StringVar(&o.Socket, "socket", o.Socket, "the socket crewd listens on")
+	f.StringVar(&o.TokenFile, "token-file", o.TokenFile, "the admin token file crewd wrote")
 	f.IntVar(&o.Runs, "runs", 2, "runs worked on at once")
 	f.IntVar(&o.Workers, "workers", 4, "worker tasks per run")
 	f.DurationVar(&o.Duration, "duration", 20*time.Second, "how long the crew works before winding down")
