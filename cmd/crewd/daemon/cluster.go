@@ -51,7 +51,7 @@ var clusterOptions = []option{
 	{"nats-tls-ca", kindString, "FILE", "PEM certificates to trust for the NATS servers' TLS (default: the system's)", fixed("")},
 	{"nats-tls-cert", kindString, "FILE", "client certificate (PEM) for NATS TLS, with --nats-tls-key", fixed("")},
 	{"nats-tls-key", kindString, "FILE", "client key (PEM) for NATS TLS", fixed("")},
-	{"stream", kindString, "NAME", "JetStream stream holding the log (letters, digits, _ and -)", fixed("CREWLOG")},
+	{"stream", kindString, "NAME", "JetStream stream holding the log: 1..64 letters, digits, _ and -", fixed("CREWLOG")},
 	{"replicas", kindInt, "N", "the stream's replicas, 1..5 (3 survives one NATS node down)", fixed("3")},
 	{"node-name", kindString, "NAME", "this crewd's name among the cluster's crewds (default: host name and process id)", fixed("")},
 	{"lease-ttl", kindDuration, "DURATION", "how long the writer lease outlives its holder: a dead writer is replaced after about this long; the same on every crewd of the stream (one whose TTL is not the lease bucket's is refused), 500ms..1m", fixed("2s")},

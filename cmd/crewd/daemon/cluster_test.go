@@ -164,3 +164,20 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// TestStreamHelpStatesTheNameBound: --help says which stream names crewd takes, the bound Load enforces included (a
+// name of 65 characters is refused as bad flags), where it named the characters and not the length.
+func TestStreamHelpStatesTheNameBound(t *testing.T) {
+	jetstream := []string{"--store", "jetstream", "--nats", "nats://a"}
+	_, err := Load(append(jetstream, "--stream", strings.Repeat("S", 64)), homeEnv)
+	require.NoError(t, err)
+	_, err = Load(append(jetstream, "--stream", strings.Repeat("S", 65)), homeEnv)
+	require.ErrorContains(t, err, "1..64")
+
+	var b bytes.Buffer
+	Usage(&b, homeEnv)
+	_, after, ok := strings.Cut(b.String(), "\n  --stream ")
+	require.True(t, ok, "--help documents --stream")
+	usage, _, _ := strings.Cut(strings.SplitN(after, "\n", 2)[1], "\n")
+	require.Contains(t, usage, "1..64", "--stream's help: %q", usage)
+}
