@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -56,6 +58,18 @@ func TestClientSizesAreBoundedWhereTheDocsSay(t *testing.T) {
 			f.fails(tc.over, http.StatusBadRequest, codeBadParams)
 		})
 	}
+}
+
+// TestCursorBoundIsInTheDocsUnit: a cursor is bounded in bytes of UTF-8, not in chars as the docs said: 33 chars of
+// two bytes each are refused bad-params, 32 taken (and refused bad-cursor, as no route handed them out).
+func TestCursorBoundIsInTheDocsUnit(t *testing.T) {
+	f := newFixture(t, Options{})
+	f.fails("/api/v1/runs?cursor="+strings.Repeat("é", maxCursorLen/2+1), http.StatusBadRequest, codeBadParams)
+	f.fails("/api/v1/runs?cursor="+strings.Repeat("é", maxCursorLen/2), http.StatusBadRequest, codeBadCursor)
+	doc, err := os.ReadFile("../../docs/dashboard-api.md")
+	require.NoError(t, err)
+	want := fmt.Sprintf("opaque, ≤ %d bytes)", maxCursorLen)
+	require.True(t, strings.Contains(string(doc), want), "docs/dashboard-api.md's Paging says %q", want)
 }
 
 // TestStreamsAreBoundedInAll: beyond MaxStreams open streams, every credential's together, the next is refused 429
