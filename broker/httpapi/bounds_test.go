@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/broker"
+	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/events"
 )
 
 // TestClientSizesAreBoundedWhereTheDocsSay: each size of a request that docs/dashboard-api.md bounds is taken at its
@@ -70,6 +72,22 @@ func TestCursorBoundIsInTheDocsUnit(t *testing.T) {
 	require.NoError(t, err)
 	want := fmt.Sprintf("opaque, ≤ %d bytes)", maxCursorLen)
 	require.True(t, strings.Contains(string(doc), want), "docs/dashboard-api.md's Paging says %q", want)
+}
+
+// TestDocsStateTheRequestSizes: the sizes TestClientSizesAreBoundedWhereTheDocsSay takes at their bound are the ones
+// docs/dashboard-api.md states, in the unit the code counts, where the page named the cursor's and the task id's only.
+func TestDocsStateTheRequestSizes(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/dashboard-api.md")
+	require.NoError(t, err)
+	text := strings.Join(strings.Fields(string(doc)), " ")
+	for _, want := range []string{
+		fmt.Sprintf("and a search (`q`) are at most %d bytes", maxIDLen),
+		fmt.Sprintf("a job id at most %d", commands.MaxJobIDChars),
+		fmt.Sprintf("a task id at most %d chars", events.MaxIDChars),
+		fmt.Sprintf("at most %d types of at most %d bytes each", broker.MaxTypeFilter, broker.MaxTypeLen),
+	} {
+		require.True(t, strings.Contains(text, want), "docs/dashboard-api.md says %q", want)
+	}
 }
 
 // TestStreamsAreBoundedInAll: beyond MaxStreams open streams, every credential's together, the next is refused 429
