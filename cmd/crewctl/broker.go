@@ -65,7 +65,7 @@ func readToken(path string) (string, error) {
 	case tok == "":
 		return "", fmt.Errorf("crewctl: admin token file %s is empty", path)
 	case !ok:
-		return "", fmt.Errorf("crewctl: admin token file %s must hold one token of 1..%d chars", path, daemon.MaxTokenLen)
+		return "", fmt.Errorf("crewctl: admin token file %s must hold one token of 1..%d bytes", path, daemon.MaxTokenLen)
 	}
 	return tok, nil
 }

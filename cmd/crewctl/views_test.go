@@ -493,7 +493,9 @@ func TestAdminTokenFileLikeCrewds(t *testing.T) {
 		{"readable by the group", "t0ken\n", 0o640, "has mode 0640: group or others may access it"},
 		{"writable by the group", "t0ken\n", 0o620, "has mode 0620: group or others may access it"},
 		{"two tokens", "t0ken\nother\n", 0o600, "must hold one token"},
-		{"longer than a token", strings.Repeat("t", 257), 0o600, "must hold one token"},
+		{"longer than a token", strings.Repeat("t", 257), 0o600, "must hold one token of 1..256 bytes"},
+		// NB: 129 chars: the bound is in bytes, and the refusal said chars.
+		{"longer than a token in bytes", strings.Repeat("é", 129), 0o600, "must hold one token of 1..256 bytes"},
 		{"far longer than a token", strings.Repeat("t", 1<<20), 0o600, "is longer than a token file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

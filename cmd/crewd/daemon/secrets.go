@@ -26,7 +26,8 @@ const (
 // refuses shorter ones.
 const serverKeyLen = 32
 
-// MaxTokenLen is the longest token a hello can carry (wire: 1..256 chars).
+// MaxTokenLen is the longest token, in bytes, a token file may hold: a hello carries 1..256 UTF-16 units, as many
+// bytes for the ASCII tokens crewd mints.
 const MaxTokenLen = 256
 
 // AdminToken returns the admin token in dataDir/admin.token, creating the file with a new random token at first
@@ -42,13 +43,13 @@ func AdminToken(dataDir string) (string, error) {
 	}
 	tok, ok := ParseToken(b)
 	if !ok {
-		return "", fmt.Errorf("daemon: %s must hold one token of 1..%d chars", path, MaxTokenLen)
+		return "", fmt.Errorf("daemon: %s must hold one token of 1..%d bytes", path, MaxTokenLen)
 	}
 	return tok, nil
 }
 
 // ParseToken is the token a token file's contents b hold: b without the whitespace about it, which is one token
-// (ok) when it is not empty, holds no whitespace and is at most MaxTokenLen long. crewd reads admin.token, and
+// (ok) when it is not empty, holds no whitespace and is at most MaxTokenLen bytes long. crewd reads admin.token, and
 // crewctl its --token-file, with it.
 func ParseToken(b []byte) (tok string, ok bool) {
 	tok = string(bytes.TrimSpace(b))

@@ -2,8 +2,10 @@ package daemon
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -129,4 +131,17 @@ func TestSecretsCreateFails(t *testing.T) {
 	require.NoError(t, os.WriteFile(dir, nil, 0o600))
 	_, err := AdminToken(dir)
 	require.ErrorIs(t, err, syscall.ENOTDIR)
+}
+
+// TestTokenFileBoundIsInBytes: a token file's token is bounded in bytes (MaxTokenLen), which its refusal names, where
+// it said chars: a hand-written token of 129 two-byte chars was refused as longer than 256 chars.
+func TestTokenFileBoundIsInBytes(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, AdminTokenFile)
+	require.NoError(t, os.WriteFile(path, []byte(strings.Repeat("é", MaxTokenLen/2)), 0o600))
+	_, err := AdminToken(dir)
+	require.NoError(t, err, "256 bytes")
+	require.NoError(t, os.WriteFile(path, []byte(strings.Repeat("é", MaxTokenLen/2+1)), 0o600))
+	_, err = AdminToken(dir)
+	require.ErrorContains(t, err, fmt.Sprintf("must hold one token of 1..%d bytes", MaxTokenLen))
 }
