@@ -75,7 +75,8 @@ func TestCursorBoundIsInTheDocsUnit(t *testing.T) {
 }
 
 // TestDocsStateTheRequestSizes: the sizes TestClientSizesAreBoundedWhereTheDocsSay takes at their bound are the ones
-// docs/dashboard-api.md states, in the unit the code counts, where the page named the cursor's and the task id's only.
+// docs/dashboard-api.md states, in the unit the code counts, where the page named the cursor's and the task id's
+// only.
 func TestDocsStateTheRequestSizes(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/dashboard-api.md")
 	require.NoError(t, err)
