@@ -325,7 +325,7 @@ func (a *app) restore(backup, target string) error {
 		return openErr(fmt.Errorf("crewctl: restore: %w", err))
 	}
 	if entries, err := os.ReadDir(target); err == nil && len(entries) > 0 && !keyLeftByRestore(entries, backup, target) {
-		return problemf("restore: %v", notEmpty(target))
+		return usagef("restore: %v", notEmpty(target))
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return openErr(fmt.Errorf("crewctl: restore: %w", err))
 	}
@@ -350,7 +350,9 @@ func (a *app) restore(backup, target string) error {
 		return openErr(fmt.Errorf("crewctl: restore: %w", err))
 	}
 	out := backupOutput{From: backup, To: target, Head: check.Head}
-	if out.ServerKey, err = restoreFiles(backup, target); err != nil {
+	if out.ServerKey, err = restoreFiles(backup, target); errors.As(err, new(notEmptyError)) {
+		return usagef("restore: %v", err)
+	} else if err != nil {
 		return problemf("restore: %v", err)
 	}
 	return a.finishCopy(out, filepath.Join(target, storeDir), "verify restore")
@@ -469,8 +471,14 @@ func placeKey(staged, key string) (placed bool, err error) {
 }
 
 // notEmpty is restore's refusal of a target that holds something: found so before the copy, or made there since.
-func notEmpty(target string) error {
-	return fmt.Errorf("%s is not empty; restore only into an empty or new directory", target)
+// NB: a usage error (exit 2), as backup's and migrate-store's refusal of a destination that exists.
+func notEmpty(target string) error { return notEmptyError(target) }
+
+// notEmptyError is notEmpty's refusal of the target it names, which restore answers as a usage error.
+type notEmptyError string
+
+func (e notEmptyError) Error() string {
+	return string(e) + " is not empty; restore only into an empty or new directory"
 }
 
 // reached is called at the points where a crash leaves a copy half done; a test kills crewctl there, as a crash or

@@ -82,7 +82,7 @@ func TestRestoreKilledWhileStagingRunsAgain(t *testing.T) {
 	require.NoError(t, os.Mkdir(target, 0o700))
 	require.NoError(t, os.WriteFile(filepath.Join(target, serverKeyFile), []byte("another"), 0o600))
 	r := crewctl(t, nil, "restore", backup, "--data", target)
-	require.Equal(t, exitProblem, r.code, r.out+r.err)
+	require.Equal(t, exitUsage, r.code, r.out+r.err)
 	require.Contains(t, r.err, "is not empty")
 }
 
@@ -664,7 +664,7 @@ func TestRestoreDoesNotReplaceWhatIsMadeBeforeItsPlace(t *testing.T) {
 				require.Equal(t, key, got)
 				return
 			}
-			require.Equal(t, exitProblem, r.code, r.out+r.err)
+			require.Equal(t, exitUsage, r.code, r.out+r.err)
 			require.Contains(t, r.err, target+" is not empty; restore only into an empty or new directory")
 			require.Equal(t, tc.left, stagingtest.Names(t, target), "nothing of the restore's is left")
 			p := filepath.Join(target, tc.left[0])
@@ -703,7 +703,7 @@ func TestTwoRestoresOfOneBackupAtOnceKeepTheKeyOfTheOneDone(t *testing.T) {
 	second := crewctl(t, nil, "restore", backup, "--data", target)
 	require.NotNil(t, first)
 	require.Equal(t, exitOK, first.code, first.out+first.err)
-	require.Equal(t, exitProblem, second.code, second.out+second.err)
+	require.Equal(t, exitUsage, second.code, second.out+second.err)
 	require.Contains(t, second.err, target+" is not empty; restore only into an empty or new directory")
 	require.ElementsMatch(t, []string{storeDir, serverKeyFile}, stagingtest.Names(t, target))
 	got, err := os.ReadFile(filepath.Join(target, serverKeyFile))

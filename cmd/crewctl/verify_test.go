@@ -160,7 +160,7 @@ func TestBackupRestore(t *testing.T) {
 	require.Equal(t, scenario.head, out.Head)
 
 	r = crewctl(t, nil, "restore", backup, "--data", target)
-	require.Equal(t, exitProblem, r.code, "a non-empty target is refused")
+	require.Equal(t, exitUsage, r.code, "a non-empty target is refused")
 	require.Contains(t, r.err, "not empty")
 
 	r = crewctl(t, nil, "replay", "--data", target, "--explain")
