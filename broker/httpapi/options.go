@@ -39,7 +39,8 @@ const (
 )
 
 // TokenChecker knows the read-only tokens. Valid reports whether a token with this sha-256 digest (lowercase hex)
-// is one, now: a revoked token is refused at its next request. It must be safe for concurrent use and cheap.
+// is one, now: a token is refused from the first request after Valid says it is revoked (crewd's checker reads its
+// token file again at most once a second). It must be safe for concurrent use and cheap.
 type TokenChecker interface {
 	Valid(digest string) bool
 }

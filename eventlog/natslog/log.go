@@ -87,8 +87,10 @@ func Open(ctx context.Context, js jetstream.JetStream, local *eventlog.Log, cfg 
 		return nil, err
 	}
 	if head, _ := local.Head(); head > 0 && last == 0 {
-		return nil, fmt.Errorf("%w: it holds %d events and no stream sequence (copy a Pebble store in with "+
-			"migrate-store)", ErrDiverged, head)
+		// NB: a Pebble store's, or the source of a migrate-store to the stream, which is no copy of it either.
+		return nil, fmt.Errorf("%w: it holds %d events and no stream sequence: a Pebble store, no copy of the stream "+
+			"(start on an empty data directory; crewctl migrate-store --to jetstream copies a Pebble store into the "+
+			"stream)", ErrDiverged, head)
 	}
 	lastBatch, err := batchAt(ctx, st, cfg, last)
 	if err != nil {
