@@ -21,7 +21,11 @@ const absent = "(absent)"
 
 // Diff compares the JSON encodings of a and b and lists every difference,
 // in document order (object keys sorted). Numbers are compared as written,
-// so 1 and 1.0 differ only if their encodings do.
+// so 1 and 1.0 differ only if their encodings do. The records of a list that
+// each name an id (recordIDKeys: a View's runs, tasks, delegations and
+// accounts) are paired by it, so a record one side lacks is one difference,
+// named by its index on the side that holds it; other lists are compared
+// index by index.
 func Diff(a, b any) ([]Difference, error) {
 	va, err := generic(a)
 	if err != nil {
@@ -82,15 +86,18 @@ func diffValues(path string, a, b any, out *[]Difference) {
 		}
 	case []any:
 		if y, ok := b.([]any); ok {
-			for i := 0; i < max(len(x), len(y)); i++ {
-				p := path + "[" + strconv.Itoa(i) + "]"
+			i, j := 0, 0
+			if ix, iy, ok := recordIDs(x, y); ok {
+				i, j = diffRecords(path, x, y, ix, iy, out)
+			}
+			for ; i < len(x) || j < len(y); i, j = i+1, j+1 {
 				switch {
 				case i >= len(x):
-					*out = append(*out, Difference{p, absent, text(y[i])})
-				case i >= len(y):
-					*out = append(*out, Difference{p, text(x[i]), absent})
+					*out = append(*out, Difference{index(path, j), absent, text(y[j])})
+				case j >= len(y):
+					*out = append(*out, Difference{index(path, i), text(x[i]), absent})
 				default:
-					diffValues(p, x[i], y[i], out)
+					diffValues(index(path, i), x[i], y[j], out)
 				}
 			}
 			return
@@ -99,6 +106,73 @@ func diffValues(path string, a, b any, out *[]Difference) {
 	if ta, tb := text(a), text(b); ta != tb {
 		*out = append(*out, Difference{path, ta, tb})
 	}
+}
+
+// index is the path of element i of the array at path.
+func index(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
+
+// recordIDKeys are the fields that name a record of the lists a View holds, in the order they are tried: a
+// delegation's subId before its parent's taskId, a task's id, an account's taskId, a run's run.runId.
+var recordIDKeys = [][]string{{"subId"}, {"id"}, {"taskId"}, {"run", "runId"}}
+
+// recordIDs are the ids of the records of x and y, in order, by the first of recordIDKeys that names every one of
+// both once (within its side); ok is false when none does (a list of anything but records, or ids that repeat).
+func recordIDs(x, y []any) (ix, iy recordList, ok bool) {
+	for _, key := range recordIDKeys {
+		if ix, ok = idsBy(x, key); !ok {
+			continue
+		}
+		if iy, ok = idsBy(y, key); ok {
+			return ix, iy, true
+		}
+	}
+	return recordList{}, recordList{}, false
+}
+
+// recordList is the ids of a list's records: in order, and as a set.
+type recordList struct {
+	ids []string
+	set map[string]bool
+}
+
+// idsBy is the ids each record of list has at key (a path of fields); ok is false when one has none, or two the same.
+func idsBy(list []any, key []string) (recordList, bool) {
+	r := recordList{ids: make([]string, len(list)), set: make(map[string]bool, len(list))}
+	for i, v := range list {
+		for _, k := range key {
+			m, _ := v.(map[string]any)
+			v = m[k] // NB: nil for a value that is no record
+		}
+		id, ok := v.(string)
+		if !ok || id == "" || r.set[id] {
+			return recordList{}, false
+		}
+		r.ids[i], r.set[id] = id, true
+	}
+	return r, true
+}
+
+// diffRecords compares the records of x and y (ids ix and iy) paired by id, in order: a record one side lacks is
+// one difference, named by its index on the side that has it, where an index-by-index comparison made one of every
+// field that tells each record after it from its neighbour. It stops at the first two records both sides hold in
+// another order (a difference of the order, which an index-by-index comparison of the rest shows) and returns where.
+func diffRecords(path string, x, y []any, ix, iy recordList, out *[]Difference) (i, j int) {
+	for i < len(x) || j < len(y) {
+		switch {
+		case i < len(x) && j < len(y) && ix.ids[i] == iy.ids[j]:
+			diffValues(index(path, i), x[i], y[j], out)
+			i, j = i+1, j+1
+		case i < len(x) && !iy.set[ix.ids[i]]:
+			*out = append(*out, Difference{index(path, i), text(x[i]), absent})
+			i++
+		case j < len(y) && !ix.set[iy.ids[j]]:
+			*out = append(*out, Difference{index(path, j), absent, text(y[j])})
+			j++
+		default:
+			return i, j
+		}
+	}
+	return i, j
 }
 
 // text is the compact JSON of v.
