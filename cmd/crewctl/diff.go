@@ -8,6 +8,7 @@ import (
 
 	"github.com/crewlog/crewlog/audit"
 	"github.com/crewlog/crewlog/broker"
+	"github.com/crewlog/crewlog/broker/wire"
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/projections"
 )
@@ -72,6 +73,9 @@ func liveView(ctx context.Context, b Broker, s *projections.State, run string) (
 			continue
 		}
 		rv, err := fetchRun(ctx, b, r.RunID)
+		if errors.As(err, new(runNotHeld)) {
+			continue // NB: a difference, not a failure: the run is absent from the daemon's side
+		}
 		if err != nil {
 			return v, omitted, slots, err
 		}
@@ -116,7 +120,14 @@ func fetchRun(ctx context.Context, b Broker, runID string, only ...string) (runV
 	want := func(method string) bool { return len(only) == 0 || slices.Contains(only, method) }
 	var err error
 	if want("query.run") {
-		err = call(ctx, b, "query.run", map[string]any{"runId": runID}, &rv.Run)
+		err = b.Call(ctx, "query.run", map[string]any{"runId": runID}, &rv.Run)
+		notHeld := wire.CodeOf(err) == wire.CodeNoManifest
+		if err != nil {
+			err = brokerErr("query.run", err)
+		}
+		if notHeld {
+			return rv, runNotHeld{err}
+		}
 	}
 	if err == nil && want("query.tasks") {
 		rv.Tasks, err = callPaged[broker.WireTask](ctx, b, "query.tasks", "tasks", runID)
@@ -134,6 +145,12 @@ func fetchRun(ctx context.Context, b Broker, runID string, only ...string) (runV
 	}
 	return rv, err
 }
+
+// runNotHeld is fetchRun's error when crewd holds no run of its id (no-manifest): a run the log holds and the daemon
+// lost, or never had (one restored from an older backup), which replay --diff shows absent from the daemon's side.
+type runNotHeld struct{ error }
+
+func (e runNotHeld) Unwrap() error { return e.error }
 
 // ledgerAccount is an account as query.ledger sends it: one too large for a frame comes without its history.
 type ledgerAccount struct {

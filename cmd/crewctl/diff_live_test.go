@@ -11,9 +11,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/crewlog/crewlog/audit"
 	"github.com/crewlog/crewlog/audit/audittest"
 	"github.com/crewlog/crewlog/broker"
 	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/projections"
 )
 
@@ -233,4 +235,41 @@ func TestTheDiffComparesTheSlotHoldersCrewdListed(t *testing.T) {
 	mine.SubIDs = []string{"a", "b", "c"}
 	cutAsSent(&mine, broker.WireSlots{Slots: projections.Slots{Held: 3, Capacity: 64, SubIDs: []string{"a", "b", "c"}}})
 	require.Equal(t, []string{"a", "b", "c"}, mine.SubIDs, "a pool crewd sent whole is compared whole")
+}
+
+// TestReplayDiffLiveRunTheDaemonLacks: a run the log holds that the daemon does not (a daemon that lost it, or one
+// restored from an older backup) is a difference, the run absent on the daemon's side, where crewd's no-manifest for
+// it ended replay --diff with the query's error: nothing compared, no document with --json.
+func TestReplayDiffLiveRunTheDaemonLacks(t *testing.T) {
+	f := newFake(t)
+	l, err := eventlog.Open(filepath.Join(scenarioData(t), storeDir), &eventlog.Options{ReadOnly: true})
+	require.NoError(t, err)
+	f.s = projections.New()
+	require.NoError(t, projections.Replay(f.s, l, 30)) // the daemon's runs: the first one alone
+	require.NoError(t, l.Close())
+	_, held := f.s.Run(audittest.RunUnlimited)
+	require.False(t, held)
+	tok := filepath.Join(t.TempDir(), "admin.token")
+	require.NoError(t, writeFile(tok, "t0ken"))
+	r := crewctl(t, f.dial, "replay", "--data", scenarioData(t), "--diff", "--socket", "fake.sock",
+		"--token-file", tok)
+	require.Equal(t, exitProblem, r.code, r.err+r.out)
+	require.Contains(t, r.out, "$.runs[1]: rebuilt {")
+	require.Contains(t, r.out, audittest.RunUnlimited+`"`)
+	require.Contains(t, r.out, "}, daemon (absent)\n")
+
+	r = crewctl(t, f.dial, "replay", "--data", scenarioData(t), "--run", audittest.RunUnlimited, "--diff",
+		"--socket", "fake.sock", "--token-file", tok, "--json")
+	require.Equal(t, exitProblem, r.code, r.err+r.out)
+	var out replayOutput
+	require.NoError(t, json.Unmarshal([]byte(r.out), &out))
+	var runs []audit.Difference // the pool differs too: the daemon's is at position 30
+	for _, d := range out.Diff.Differences {
+		if strings.HasPrefix(d.Path, "$.runs") {
+			runs = append(runs, d)
+		}
+	}
+	require.Len(t, runs, 1)
+	require.Equal(t, "$.runs[0]", runs[0].Path)
+	require.Equal(t, "(absent)", runs[0].Right)
 }

@@ -72,7 +72,8 @@ system's: it is explained from its record and not decided again.
 daemon's views when --socket is given (the token from --token-file or
 <data>/admin.token), and exits 1 on any difference, or when the snapshot is
 one crewd does not load (another build's, the state at another position
-than it is stored at): there is nothing to compare. The texts and names
+than it is stored at): there is nothing to compare. A run one side holds
+and the other does not is one difference, absent from that side. The texts and names
 crewd sent without (textsOmitted, namesOmitted: an item larger than its
 frame) are not compared; a task's dependsOn it sent without is read page by
 page and compared. A finished run gone cold is compared as crewd reads it
