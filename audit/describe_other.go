@@ -19,7 +19,7 @@ func describeMailbox(ev events.Event) string {
 		}
 		s := fmt.Sprintf("%s %s from %s to %s", p.Kind, p.ID, p.From, to)
 		if p.Rerouted {
-			s += " (rerouted: parent ended)"
+			s += " (rerouted: the attempt of its parent that asked for it ended)"
 		}
 		return s
 	case *events.MailboxDelivered:

@@ -524,11 +524,26 @@ func settlementRule(s *projections.State, cfg projections.Config, cmd commands.C
 	}
 	for _, ev := range evs {
 		if p := events.PayloadAs[events.MailboxAppended](ev); p != nil && p.Rerouted {
-			b.WriteString("; result rerouted to the run inbox (parent ended)")
+			fmt.Fprintf(&b, "; result rerouted to the run inbox (%s)", rerouteReason(s, d))
 		}
 	}
 	b.WriteString("; slot freed")
 	return b.String()
+}
+
+// rerouteReason says why the settlement of d delivered its result to the run inbox, with what the engine read
+// (commands' parentEnded): the parent task is gone or ended, or else the attempt of it that made d has ended, a retry
+// having started another since (the rule rerouteEndedAttempts puts in force).
+func rerouteReason(s *projections.State, d projections.Delegation) string {
+	status, retries, found := s.TaskAttempt(d.RunID, d.ParentTaskID)
+	switch {
+	case !found:
+		return fmt.Sprintf("parent task %s not found", d.ParentTaskID)
+	case status.Terminal():
+		return fmt.Sprintf("parent task %s is %s", d.ParentTaskID, status)
+	}
+	return fmt.Sprintf("the attempt %d of parent task %s that made it has ended: the task was retried since, "+
+		"attempt %d now; rerouteEndedAttempts=true", d.ParentAttempt, d.ParentTaskID, retries)
 }
 
 // configChange lists the knobs that differ. A job limit shows as the config holds it: 0 keeps the dispatcher's
