@@ -31,8 +31,10 @@
 //     placeholder prompt, and a settlement's message body is not compared.
 //     Neither is read by any policy check.
 //   - Run and task transitions, messages and asks are folded but not
-//     re-run. A decision imported from another system (pi-crew's history)
-//     is explained from its record, not re-run: that system took it.
+//     re-run, but for a question closed by its asker's end (a
+//     revocation's, a settlement's), which the end's decision explains.
+//     A decision imported from another system (pi-crew's history) is
+//     explained from its record, not re-run: that system took it.
 //   - Pebble locks a store even for read-only opens: a store held by a
 //     running daemon is refused with ErrLocked. Audit a backup instead.
 package audit

@@ -24,8 +24,9 @@ type Decision struct {
 	Actor    string    `json:"actor"`
 	// Command is what was decided: delegate.request, delegate.settle,
 	// delegate.expire, engine.configure, a job's command, the command a
-	// quota refused, a wait method a policy switch refused, or a
-	// task.usage that crossed a threshold of its run's budget.
+	// quota refused, a wait method a policy switch refused, a
+	// task.usage that crossed a threshold of its run's budget, or a
+	// credential.revoke that closed the question its task was parked on.
 	Command string `json:"command"`
 	// Subject is the delegation (subId) or, for a request rejected before
 	// a subId existed, the parent task.

@@ -87,6 +87,13 @@ func explainGroup(s *projections.State, group []events.Event) (Decision, bool) {
 			return d, false
 		}
 		d.Command, d.Subject = p.Action, p.TaskID
+	case events.TypeCredentialRevoked:
+		p := events.PayloadAs[events.CredentialRevoked](first)
+		if p == nil || len(group) == 1 {
+			return d, false // NB: a revocation that closed no question, and cleared no lease, decided nothing more
+		}
+		cmd = &commands.CredentialRevoke{RunID: first.Stream, TaskID: p.TaskID, Reason: p.Reason}
+		d.Command, d.Subject = cmd.Kind(), p.TaskID
 	case events.TypeMailboxAppended:
 		var ok bool
 		if cmd, id, ok = settlementFrom(group); !ok {
@@ -319,6 +326,12 @@ func outcome(evs []events.Event, err error) string {
 			parts = append(parts, p.TaskID+" skipped")
 		case *events.RunFailed:
 			parts = append(parts, "run failed")
+		case *events.CredentialRevoked:
+			parts = append(parts, "credential revoked")
+		case *events.AskTimedOut:
+			parts = append(parts, "question "+p.QuestionID+" closed")
+		case *events.TaskResumed:
+			parts = append(parts, p.TaskID+" resumed")
 		case *events.MailboxAppended:
 			if p.Rerouted {
 				parts = append(parts, "result rerouted to the run inbox")
@@ -379,6 +392,12 @@ func rule(s *projections.State, cfg projections.Config, cmd commands.Command, ev
 		}
 	case *commands.TaskUsage:
 		return budgetRule(s, c, evs)
+	case *commands.CredentialRevoke:
+		r := withReason(fmt.Sprintf("credential of %s revoked", c.TaskID), c.Reason)
+		if q := closedQuestions(evs, "its task"); q != "" {
+			r += "; " + q
+		}
+		return r
 	case *commands.QuotaRecheck:
 		for _, ev := range evs {
 			if p, ok := ev.Payload.(*events.RunQuotaExceeded); ok {
@@ -527,8 +546,30 @@ func settlementRule(s *projections.State, cfg projections.Config, cmd commands.C
 			fmt.Fprintf(&b, "; result rerouted to the run inbox (%s)", rerouteReason(s, d))
 		}
 	}
+	if q := closedQuestions(evs, "its shadow task"); q != "" {
+		b.WriteString("; " + q)
+	}
 	b.WriteString("; slot freed")
 	return b.String()
+}
+
+// closedQuestions says, for each question evs close (ask.timedout), which task of the decision's was parked on it
+// (whose names that task: "its task") and how it closed: before its deadline for the reason recorded (the asker's
+// end: nobody can answer it any more), or timed out, its deadline passed. "" when evs close none.
+func closedQuestions(evs []events.Event, whose string) string {
+	var parts []string
+	for _, ev := range evs {
+		p := events.PayloadAs[events.AskTimedOut](ev)
+		if p == nil {
+			continue
+		}
+		how := "timed out, its deadline passed"
+		if p.Reason != "" {
+			how = fmt.Sprintf("closed before its deadline (%s): nobody can answer it any more", p.Reason)
+		}
+		parts = append(parts, fmt.Sprintf("%s %s was parked on question %s: %s", whose, p.TaskID, p.QuestionID, how))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // rerouteReason says why the settlement of d delivered its result to the run inbox, with what the engine read

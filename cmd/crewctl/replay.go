@@ -62,7 +62,8 @@ stop; they are not replayed.
 
 --explain re-runs every recorded decision (admissions and rejections,
 settlements, expiries, config changes, a run budget's thresholds crossed,
-job, quota and policy refusals) with today's code against the state
+job, quota and policy refusals, a revocation that closed its task's
+question) with today's code against the state
 just before it and the config then in force, says which rule decided it, and
 exits 1 when today's code decides any of them differently (policy drift).
 A decision imported from another system (pi-crew's history) is that
