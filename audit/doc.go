@@ -30,9 +30,10 @@
 //     only inside its message body: a rebuilt rejected request carries a
 //     placeholder prompt, and a settlement's message body is not compared.
 //     Neither is read by any policy check.
-//   - Run and task transitions, messages and asks are folded but not
-//     re-run, but for a question closed by its asker's end (a
-//     revocation's, a settlement's), which the end's decision explains.
+//   - Run and task transitions, messages and questions asked or answered
+//     are folded but not re-run. A question's end by the engine clock
+//     (ask.expire) is re-run, and one by its asker's end is explained
+//     with that end's decision (a revocation, a settlement).
 //     A decision imported from another system (pi-crew's history) is
 //     explained from its record, not re-run: that system took it.
 //   - Pebble locks a store even for read-only opens: a store held by a

@@ -94,6 +94,15 @@ func explainGroup(s *projections.State, group []events.Event) (Decision, bool) {
 		}
 		cmd = &commands.CredentialRevoke{RunID: first.Stream, TaskID: p.TaskID, Reason: p.Reason}
 		d.Command, d.Subject = cmd.Kind(), p.TaskID
+	case events.TypeAskTimedOut:
+		// NB: crewlog closes a question first in a decision only by its engine clock (ask.expire): a task's, a
+		// run's or a revocation's end closes it after that end's event. One imported is that system's record.
+		p := events.PayloadAs[events.AskTimedOut](first)
+		if p == nil || imported(first) {
+			return d, false
+		}
+		cmd = &commands.AskExpire{RunID: first.Stream, QuestionID: p.QuestionID}
+		d.Command, d.Subject = cmd.Kind(), p.QuestionID
 	case events.TypeMailboxAppended:
 		var ok bool
 		if cmd, id, ok = settlementFrom(group); !ok {
@@ -392,6 +401,8 @@ func rule(s *projections.State, cfg projections.Config, cmd commands.Command, ev
 		}
 	case *commands.TaskUsage:
 		return budgetRule(s, c, evs)
+	case *commands.AskExpire:
+		return askExpiryRule(s, c, evs)
 	case *commands.CredentialRevoke:
 		r := withReason(fmt.Sprintf("credential of %s revoked", c.TaskID), c.Reason)
 		if q := closedQuestions(evs, "its task"); q != "" {
@@ -551,6 +562,37 @@ func settlementRule(s *projections.State, cfg projections.Config, cmd commands.C
 	}
 	b.WriteString("; slot freed")
 	return b.String()
+}
+
+// askExpiryRule says why the engine clock closed the question of c (commands' AskExpire), with the deadline it
+// compared: passed, or not yet with its asker no longer parked on it (asker-ended) or its run ended (run-ended).
+func askExpiryRule(s *projections.State, c *commands.AskExpire, evs []events.Event) string {
+	a, ok := s.Ask(c.RunID, c.QuestionID)
+	if !ok {
+		return "question not found"
+	}
+	deadline := time.UnixMilli(a.Deadline).UTC().Format(time.RFC3339)
+	var r string
+	for _, ev := range evs {
+		p := events.PayloadAs[events.AskTimedOut](ev)
+		switch {
+		case p == nil:
+			continue
+		case a.Status != projections.AskPending:
+			r = fmt.Sprintf("question %s was %s already: the park of the run on it is cleared", c.QuestionID, a.Status)
+		case p.Reason == "":
+			r = fmt.Sprintf("expired: question %s of %s, deadline %s passed", c.QuestionID, p.TaskID, deadline)
+		default:
+			r = fmt.Sprintf("question %s of %s closed before its deadline %s (%s)", c.QuestionID, p.TaskID, deadline,
+				p.Reason)
+		}
+	}
+	for _, ev := range evs {
+		if p := events.PayloadAs[events.TaskResumed](ev); p != nil {
+			r += fmt.Sprintf("; %s resumed", p.TaskID)
+		}
+	}
+	return r
 }
 
 // closedQuestions says, for each question evs close (ask.timedout), which task of the decision's was parked on it

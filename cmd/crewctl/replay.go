@@ -61,7 +61,7 @@ events written before it, so events at or before the time may lie after the
 stop; they are not replayed.
 
 --explain re-runs every recorded decision (admissions and rejections,
-settlements, expiries, config changes, a run budget's thresholds crossed,
+settlements, expiries of delegations and questions, config changes, a run budget's thresholds crossed,
 job, quota and policy refusals, a revocation that closed its task's
 question) with today's code against the state
 just before it and the config then in force, says which rule decided it, and

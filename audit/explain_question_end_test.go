@@ -52,3 +52,31 @@ func TestExplainRevocationClosingAQuestion(t *testing.T) {
 	require.False(t, settle.Drift, "%+v", settle.Differences)
 	require.Contains(t, settle.Rule, "its shadow task gc-00000001 was parked on question")
 }
+
+// TestExplainAskExpiry: the engine clock's expiry of a question past its deadline times it out and resumes its task
+// in one decision (ask.expire), which replay --explain re-runs and explains with the deadline it compared, as it does
+// a delegation's expiry, where it was left out of the decisions.
+func TestExplainAskExpiry(t *testing.T) {
+	const run = "team_20261001090000_00000000000000q2"
+	o := audittest.Orchestrator
+	engine := events.Actor{Role: events.RoleEngine}
+	steps := append(delegatingTask(run, true),
+		decided{audittest.Worker("t1"), &commands.WaitRequest{RunID: run, TaskID: "t1", Question: "go on?",
+			TimeoutSec: audittest.Ptr(1.0)}},
+		decided{o, &commands.RunTransition{RunID: run, To: "blocked"}}, // the clock moves on a second
+	)
+	wd, l, dir := decidedLog(t, steps)
+	r, _ := wd.State.Run(run)
+	require.NotNil(t, r.WaitState, "t1 is parked")
+	q := r.WaitState.QuestionID
+	_, err := wd.Do(engine, &commands.AskExpire{RunID: run, QuestionID: q})
+	require.NoError(t, err)
+	l = reopened(t, wd, l, dir)
+	ds := explainedDecisions(t, l, "ask.expire")
+	require.Len(t, ds, 1)
+	require.Equal(t, q, ds[0].Subject)
+	require.False(t, ds[0].Drift, "%+v", ds[0].Differences)
+	require.Equal(t, "question "+q+" closed, t1 resumed", ds[0].Recorded)
+	require.Contains(t, ds[0].Rule, "expired: question "+q+" of t1, deadline 2026-10-01T09:00:08Z passed")
+	requireExplainedAtAlike(t, l, ds)
+}
