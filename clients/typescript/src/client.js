@@ -306,7 +306,9 @@ export class CrewClient extends EventEmitter {
     this.hello = conn.hello;
     const again = this.#everConnected;
     this.#everConnected = true;
-    for (const call of this.#calls) this.#send(conn, call);
+    // NB: a frame read with the hello's answer may have closed the connection already (one over maxFrame): a call
+    // sent there would be failed by #down among those that frame may answer, where it waits for the next connection.
+    if (this.#live()) for (const call of this.#calls) this.#send(conn, call);
     if (this.#sub && !this.#sub.closed) this.#resubscribe(this.#sub);
     if (again) this.emit("reconnect", conn.hello);
   }
@@ -342,7 +344,10 @@ export class CrewClient extends EventEmitter {
     }
     this.#rejectCalls((call) => call.id !== null && NOT_RESENT.has(call.method), (call) => new BrokerError("request-failed",
       `${call.method}: the connection was lost before the answer; it may have been done, and is not sent again: ${err.message}`));
-    for (const call of this.#calls) this.#awaitDeadline(call);
+    for (const call of this.#calls) {
+      call.id = null; // the id of a connection that is gone: the call is not on the next one until sent there
+      this.#awaitDeadline(call);
+    }
     if (this.#calls.size > 0 || (this.#sub && !this.#sub.closed)) this.#connect().catch(() => {});
   }
 

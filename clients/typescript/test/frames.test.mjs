@@ -22,10 +22,12 @@ async function listen(t, onSocket) {
   return path;
 }
 
-// serveRequests answers the hello on each connection and hands every other request to onRequest, with send, which
-// writes a frame.
-function serveRequests(t, onRequest) {
+// serveEvery hands every request of each connection, its hello too, to onRequest, with send, which writes a frame,
+// the socket and the connection's number (from 1).
+function serveEvery(t, onRequest) {
+  let conns = 0;
   return listen(t, (sock) => {
+    const n = ++conns;
     let buf = "";
     const send = (frame) => sock.write(JSON.stringify(frame) + "\n");
     sock.setEncoding("utf8");
@@ -33,13 +35,21 @@ function serveRequests(t, onRequest) {
     sock.on("data", (chunk) => {
       buf += chunk;
       let nl;
-      while ((nl = buf.indexOf("\n")) >= 0) {
+      while ((nl = buf.indexOf("\n")) >= 0 && !sock.destroyed) {
         const req = JSON.parse(buf.slice(0, nl));
         buf = buf.slice(nl + 1);
-        if (req.method === "hello") send({ id: "hello", result: { ok: true } });
-        else onRequest(req, send, sock);
+        onRequest(req, send, sock, n);
       }
     });
+  });
+}
+
+// serveRequests answers the hello on each connection and hands every other request to onRequest, with send, which
+// writes a frame.
+function serveRequests(t, onRequest) {
+  return serveEvery(t, (req, send, sock) => {
+    if (req.method === "hello") send({ id: "hello", result: { ok: true } });
+    else onRequest(req, send, sock);
   });
 }
 
@@ -134,6 +144,24 @@ test("a subscription made on an answer read just before a frame over maxFrame is
   await reconnected;
   await c.call("ping"); // sent after the subscription on the new connection, answered after it
   assert.equal(sub.closed, false, "the subscription was ended with a frame that came before it was made");
+});
+
+test("a call waiting for a connection whose hello answer came with a frame over maxFrame is sent on the next one, not failed with that frame", { timeout: 10_000 }, async (t) => {
+  // The first connection is lost before the ping's answer; the second's hello answer comes in one write with a line
+  // over maxFrame, which closes it before the ping could be sent on it; the third answers.
+  let conns = 0;
+  const path = await serveEvery(t, (req, send, sock, n) => {
+    conns = n;
+    if (req.method !== "hello" && n === 1) return sock.destroy(); // the answer is lost
+    if (req.method !== "hello") return send({ id: req.id, result: { pong: true } });
+    const answer = JSON.stringify({ id: req.id, result: { ok: true } }) + "\n";
+    sock.write(n === 2 ? answer + JSON.stringify({ event: "x", data: "x".repeat(2000) }) + "\n" : answer);
+  });
+  const c = await CrewClient.connect({ socketPath: path, credentials: { role: "admin", token: "x" }, maxFrame: 1024 });
+  t.after(() => c.close());
+  const outcome = await c.call("ping").then((r) => r, (err) => err.code);
+  assert.deepEqual(outcome, { pong: true });
+  assert.equal(conns, 3);
 });
 
 test("an answer of exactly maxFrame bytes is read, one of a byte more is refused however the reads cut it", { timeout: 10_000 }, async (t) => {
