@@ -280,8 +280,11 @@ export class CrewClient extends EventEmitter {
         const params = cr.role === "admin"
           ? { protocol: PROTOCOL_VERSION, role: "admin", token: cr.token }
           : { protocol: PROTOCOL_VERSION, runId: cr.runId, taskId: cr.role === "worker" ? cr.taskId : (cr.taskId ?? "orchestrator"), token: cr.token };
-        if (conn.write({ id: "hello", method: "hello", params }) === "too-large") {
+        const refused = conn.write({ id: "hello", method: "hello", params });
+        if (refused === "too-large") {
           finish(new BrokerError("encode-failed", `hello: the credentials do not fit in a frame of ${this.#opts.maxFrame} bytes`, { method: "hello" }));
+        } else if (refused === "not-json") {
+          finish(new BrokerError("encode-failed", "hello: the credentials cannot be written as JSON", { method: "hello" }));
         }
       });
       conn.onFrame = (frame) => {
@@ -372,6 +375,10 @@ export class CrewClient extends EventEmitter {
     if (refused === "too-large") {
       this.#settle(call);
       call.reject(new BrokerError("encode-failed", `${call.method}: the request does not fit in a frame`, call));
+    } else if (refused === "not-json") {
+      this.#settle(call);
+      call.reject(new BrokerError("encode-failed", `${call.method}: the params cannot be written as JSON ` +
+        "(a BigInt, a cycle, a toJSON that throws)", call));
     } else if (refused === "queue-full") {
       this.#settle(call);
       call.reject(new BrokerError("busy", `${call.method}: ${conn.queued} bytes of requests already ` +
@@ -456,11 +463,14 @@ export class CrewClient extends EventEmitter {
         sub._end(err);
       }
     });
-    // NB: a request that does not fit in a frame is not sent, so no answer would ever end the wait for one.
-    if (conn.write({ id, method: "events.subscribe", params }) === "too-large") {
+    // NB: a request that does not fit in a frame, or that JSON cannot write, is not sent, so no answer would ever end
+    // the wait for one.
+    const refused = conn.write({ id, method: "events.subscribe", params });
+    if (refused !== null) {
       this.#byId.delete(id);
       sub._pending = null;
-      sub._end(new BrokerError("encode-failed", "events.subscribe: the request does not fit in a frame", { method: "events.subscribe" }));
+      const why = refused === "too-large" ? "does not fit in a frame" : "cannot be written as JSON";
+      sub._end(new BrokerError("encode-failed", `events.subscribe: the request ${why}`, { method: "events.subscribe" }));
     }
   }
 
@@ -668,11 +678,19 @@ class Connection {
   }
 
   /**
-   * Writes one frame and answers null, or why nothing was written: "too-large" when it does not fit in a frame,
-   * "queue-full" when maxQueued (if given) bytes would then wait to be written.
+   * Writes one frame and answers null, or why nothing was written: "not-json" when JSON.stringify throws on it,
+   * "too-large" when it does not fit in a frame, "queue-full" when maxQueued (if given) bytes would then wait to be
+   * written.
    */
   write(frame, maxQueued) {
-    const line = JSON.stringify(frame) + "\n";
+    let line;
+    try {
+      line = JSON.stringify(frame) + "\n";
+    } catch {
+      // NB: a throw here would leave the call waiting among those every connection sends, and throw out of #up on
+      // each one: every later attempt to connect would fail, leaving the connection it had made open.
+      return "not-json";
+    }
     const n = Buffer.byteLength(line);
     if (n > this.#maxFrame) return "too-large";
     if (maxQueued !== undefined && this.#socket.writableLength + n > maxQueued) return "queue-full";

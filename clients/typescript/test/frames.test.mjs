@@ -23,11 +23,15 @@ async function listen(t, onSocket) {
 }
 
 // serveEvery hands every request of each connection, its hello too, to onRequest, with send, which writes a frame,
-// the socket and the connection's number (from 1).
+// the socket and the connection's number (from 1). The connections end with the test, so that one the client left
+// open does not keep the test process alive.
 function serveEvery(t, onRequest) {
   let conns = 0;
+  const socks = new Set();
+  t.after(() => socks.forEach((sock) => sock.destroy()));
   return listen(t, (sock) => {
     const n = ++conns;
+    socks.add(sock);
     let buf = "";
     const send = (frame) => sock.write(JSON.stringify(frame) + "\n");
     sock.setEncoding("utf8");
@@ -162,6 +166,39 @@ test("a call waiting for a connection whose hello answer came with a frame over 
   const outcome = await c.call("ping").then((r) => r, (err) => err.code);
   assert.deepEqual(outcome, { pong: true });
   assert.equal(conns, 3);
+});
+
+test("a call whose params JSON cannot write fails encode-failed alone: the calls after it are sent, on the same connection", { timeout: 10_000 }, async (t) => {
+  let hellos = 0;
+  const socketPath = await serveEvery(t, (req, send) => {
+    if (req.method === "hello") hellos++;
+    send({ id: req.id, result: { ok: true } });
+  });
+  const cycle = {};
+  cycle.self = cycle;
+  const c = new CrewClient({ socketPath, credentials: { role: "admin", token: "x" }, backoffMs: [10, 10] });
+  t.after(() => c.close());
+  // Made before the client connects, sent together once it has; then again on the connection it holds.
+  for (const unwritable of [{ n: 1n }, cycle]) {
+    const outcomes = await Promise.all([c.call("ping", unwritable), c.call("ping")].map((p) => p.then(
+      () => "answered",
+      (err) => err.code ?? err.name,
+    )));
+    assert.deepEqual(outcomes, ["encode-failed", "answered"]);
+  }
+  assert.equal(hellos, 1);
+});
+
+test("a subscription or a hello that JSON cannot write ends encode-failed, not throws or waits forever", { timeout: 10_000 }, async (t) => {
+  const socketPath = await serveEvery(t, (req, send) => send({ id: req.id, result: { ok: true } }));
+  const c = await CrewClient.connect({ socketPath, credentials: { role: "admin", token: "x" } });
+  t.after(() => c.close());
+  const sub = c.subscribe({ runId: "R", types: [1n] });
+  await assert.rejects(sub.next(), { code: "encode-failed" });
+  await assert.rejects(
+    CrewClient.connect({ socketPath, credentials: { role: "orchestrator", runId: "R", taskId: 1n, token: "x" }, backoffMs: [] }),
+    { code: "encode-failed" },
+  );
 });
 
 test("an answer of exactly maxFrame bytes is read, one of a byte more is refused however the reads cut it", { timeout: 10_000 }, async (t) => {
