@@ -623,10 +623,12 @@ class Connection {
     this.#maxFrame = maxFrame;
     socket.setEncoding("utf8");
     socket.on("data", (chunk) => this.#data(chunk));
-    socket.on("error", () => {}); // close follows, with the error
+    let error = null;
+    // Close follows, with the error: its message (ENOENT, ECONNREFUSED, EACCES) is what a caller can act on.
+    socket.on("error", (err) => (error ??= err));
     this.#closed = new Promise((resolve) => {
       socket.once("close", (hadError) => {
-        this.onClose(hadError ? new Error("socket error") : null);
+        this.onClose(hadError ? (error ?? new Error("socket error")) : null);
         resolve();
       });
     });

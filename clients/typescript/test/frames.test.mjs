@@ -225,6 +225,17 @@ test("a call made as the one before it fails exhausted dials again and settles, 
   assert.equal(again, "exhausted");
 });
 
+test("a connect that fails names what the socket answered (no such file, refused), not only that it failed", { timeout: 10_000 }, async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), "crewlog-frames-"));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const options = { socketPath: join(dir, "nobody.sock"), credentials: { role: "admin", token: "x" }, backoffMs: [] };
+  await assert.rejects(CrewClient.connect(options), (err) => {
+    assert.equal(err.code, "exhausted");
+    assert.match(err.message, /ENOENT/);
+    return true;
+  });
+});
+
 test("close() while a hello waits for its answer closes that connection, and leaves no timer to keep the process", { timeout: 10_000 }, async (t) => {
   let accepted;
   const acceptedP = new Promise((resolve) => (accepted = resolve));
