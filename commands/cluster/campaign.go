@@ -314,6 +314,12 @@ func (n *Node) serve(m *nats.Msg) {
 			len(m.Data))
 		return
 	}
+	if !n.answerable(m.Reply) {
+		// NB: not decided either: its answer would go to a subject no follower names (reply_subject.go).
+		n.lostAnswer("a message on the commands subject asks for an answer on a subject that is no inbox: not "+
+			"decided", fmt.Errorf("cluster: reply subject %q", m.Reply), len(m.Data))
+		return
+	}
 	size := forwardedSize(m)
 	if !n.forwards.take(size) {
 		n.answerBusy(m, size)
