@@ -3,6 +3,7 @@ package broker
 import (
 	"fmt"
 	"path/filepath"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -41,12 +42,24 @@ func (s *Server) checkpointRoom(dir string) error {
 	return nil
 }
 
-// freeSpace is the space of dir's file system available to an unprivileged user (statfs f_bavail); tests replace it
-// to read as a full disk does.
-var freeSpace = func(dir string) (uint64, error) {
+// freeSpace is the space of dir's file system available to an unprivileged user (statfs f_bavail), or what a test
+// put in its place (replaceFreeSpace) to read as a full disk does.
+func freeSpace(dir string) (uint64, error) {
+	if f := freeSpaceStub.Load(); f != nil {
+		return (*f)(dir)
+	}
+	return statfsFree(dir)
+}
+
+// statfsFree is the space of dir's file system available to an unprivileged user (statfs f_bavail).
+func statfsFree(dir string) (uint64, error) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {
 		return 0, err
 	}
 	return st.Bavail * uint64(st.Bsize), nil
 }
+
+// freeSpaceStub is freeSpace's answer in tests. NB: atomic: a test puts it back as it ends, while the goroutine of
+// its last connection, which read it, has not ended in the memory model's sense (its answer came through a socket).
+var freeSpaceStub atomic.Pointer[func(dir string) (uint64, error)]

@@ -64,9 +64,7 @@ func TestAdminCheckpointWithoutRoomIsRefused(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, needs.StoreFS)
 			require.Positive(t, needs.Bytes)
-			was := freeSpace
-			t.Cleanup(func() { freeSpace = was })
-			freeSpace = func(string) (uint64, error) { return tc.free(needs.Bytes), nil }
+			replaceFreeSpace(t, func(string) (uint64, error) { return tc.free(needs.Bytes), nil })
 
 			if tc.fails == "" {
 				a.ok(methodAdminCheckpoint, map[string]any{"dir": dir})
@@ -84,4 +82,10 @@ func TestAdminCheckpointWithoutRoomIsRefused(t *testing.T) {
 			a.ok("ping", nil) // the connection and the daemon go on
 		})
 	}
+}
+
+// replaceFreeSpace answers freeSpace with f until t ends.
+func replaceFreeSpace(t *testing.T, f func(dir string) (uint64, error)) {
+	was := freeSpaceStub.Swap(&f)
+	t.Cleanup(func() { freeSpaceStub.Store(was) })
 }

@@ -96,9 +96,7 @@ func TestAdminCheckpointInsideTheStoreIsRefused(t *testing.T) {
 	a.ok(methodAdminCheckpoint, map[string]any{"dir": filepath.Join(filepath.Dir(f.dir), "copy")}) // beside it is fine
 
 	// NB: whatever the disk holds: a full one does not make such a dir a matter of space.
-	was := freeSpace
-	t.Cleanup(func() { freeSpace = was })
-	freeSpace = func(string) (uint64, error) { return 0, nil }
+	replaceFreeSpace(t, func(string) (uint64, error) { return 0, nil })
 	e := a.fails(methodAdminCheckpoint, map[string]any{"dir": filepath.Join(link, "copy")}, wire.CodeBadParams)
 	require.Contains(t, e.Message, "is inside the store; name a directory outside it")
 	a.fails(methodAdminCheckpoint, map[string]any{"dir": filepath.Join(filepath.Dir(f.dir), "copy2")}, wire.CodeDiskFull)
@@ -122,13 +120,11 @@ func TestAdminCheckpointOfADirMadeMeanwhileIsRefusedAsExisting(t *testing.T) {
 			a := f.dialAs(t)
 			a.helloAdmin()
 			dir := filepath.Join(t.TempDir(), "copy")
-			was := freeSpace
-			t.Cleanup(func() { freeSpace = was })
 			made := make(chan error, 1)
-			freeSpace = func(p string) (uint64, error) { // after the handler's check, before the copy
+			replaceFreeSpace(t, func(p string) (uint64, error) { // after the handler's check, before the copy
 				made <- tc.make(dir)
-				return was(p)
-			}
+				return statfsFree(p)
+			})
 			e := a.fails(methodAdminCheckpoint, map[string]any{"dir": dir}, wire.CodeBadParams)
 			require.NoError(t, <-made)
 			require.Contains(t, e.Message, "exists; name a new directory")
