@@ -2,65 +2,12 @@
 // error that ends the connection, never a throw out of the socket's data handler.
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 
 import { CrewClient } from "../src/index.js";
-
-// listen serves a unix socket in a directory of its own, each connection to onSocket, for the test's length.
-async function listen(t, onSocket) {
-  const dir = mkdtempSync(join(tmpdir(), "crewlog-frames-"));
-  const path = join(dir, "b.sock");
-  const server = createServer(onSocket);
-  await new Promise((resolve) => server.listen(path, resolve));
-  t.after(() => {
-    server.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
-  return path;
-}
-
-// serveEvery hands every request of each connection, its hello too, to onRequest, with send, which writes a frame,
-// the socket and the connection's number (from 1). The connections end with the test, so that one the client left
-// open does not keep the test process alive.
-function serveEvery(t, onRequest) {
-  let conns = 0;
-  const socks = new Set();
-  t.after(() => socks.forEach((sock) => sock.destroy()));
-  return listen(t, (sock) => {
-    const n = ++conns;
-    socks.add(sock);
-    let buf = "";
-    const send = (frame) => sock.write(JSON.stringify(frame) + "\n");
-    sock.setEncoding("utf8");
-    sock.on("error", () => {});
-    sock.on("data", (chunk) => {
-      buf += chunk;
-      let nl;
-      while ((nl = buf.indexOf("\n")) >= 0 && !sock.destroyed) {
-        const req = JSON.parse(buf.slice(0, nl));
-        buf = buf.slice(nl + 1);
-        onRequest(req, send, sock, n);
-      }
-    });
-  });
-}
-
-// serveRequests answers the hello on each connection and hands every other request to onRequest, with send, which
-// writes a frame.
-function serveRequests(t, onRequest) {
-  return serveEvery(t, (req, send, sock) => {
-    if (req.method === "hello") send({ id: "hello", result: { ok: true } });
-    else onRequest(req, send, sock);
-  });
-}
-
-// fakeBroker answers the hello, then answers every request with the line answer() gives.
-function fakeBroker(t, answer) {
-  return serveRequests(t, (req, _send, sock) => sock.write(answer(req) + "\n"));
-}
+import { fakeBroker, listen, serveEvery, serveRequests } from "./_fakebroker.mjs";
 
 for (const line of ["null", "42", '"pong"', "[]", "true"]) {
   test(`a frame that is ${line}, not an object, fails the call with protocol`, { timeout: 30_000 }, async (t) => {
