@@ -18,6 +18,10 @@ export type Credentials<R extends Role = Role> = R extends "admin"
     ? { role: "orchestrator"; runId: string; token: string; /** default "orchestrator" */ taskId?: string }
     : { role: "worker"; runId: string; taskId: string; token: string };
 
+/**
+ * The options of a client. A number option that is not a number of its kind (NaN, a negative, a fraction where a
+ * count is asked, Infinity where a limit is) is refused by the constructor with a TypeError naming it.
+ */
 export interface ClientOptions<R extends Role = Role> {
   /** The broker's unix socket (crewd prints it: `crewd: socket PATH`). */
   socketPath: string;
@@ -58,7 +62,10 @@ export interface SubscribeOptions {
   runId?: string;
   /** Called for every event, in seq order; the subscription is then not iterated. */
   onEvent?: (event: TeamEvent) => void;
-  /** Events buffered for the iterator before the subscription stops taking them (and resumes once read); default 10000. */
+  /**
+   * Events buffered for the iterator before the subscription stops taking them (and resumes once read); default
+   * 10000. Not a positive integer: subscribe() throws a TypeError and the subscription it would replace stays.
+   */
   highWaterMark?: number;
 }
 

@@ -40,10 +40,25 @@ const MAX_WAIT_MS = 60000;
 
 const DEFAULT_BACKOFF_MS = Object.freeze([20, 50, 100, 200, 400, 800, 1600, 3200]);
 const DEFAULT_CONNECT_TIMEOUT_MS = 5000;
+// The longest wait setTimeout takes: a longer one it cuts to 1 ms.
+const MAX_TIMER_MS = 2 ** 31 - 1;
 const DEFAULT_HIGH_WATER_MARK = 10000;
 // The bytes of requests that may wait in the socket to be written, as frames at the default cap: a broker that
 // stops reading must not make a caller that keeps calling hold everything it sent in memory.
 const DEFAULT_MAX_QUEUED_FRAMES = 16;
+
+// option is options[name], or fallback when it is absent; a value check refuses is a TypeError that names it.
+function option(where, options, name, fallback, check, what) {
+  const value = options[name];
+  if (value === undefined) return fallback;
+  if (!check(value)) throw new TypeError(`${where}: options.${name} must be ${what}`);
+  return value;
+}
+
+const isPositiveInteger = (v) => Number.isSafeInteger(v) && v > 0;
+const isFunction = (v) => typeof v === "function";
+// isTimerMs is whether setTimeout waits v ms as given.
+const isTimerMs = (v) => typeof v === "number" && v > 0 && v <= MAX_TIMER_MS;
 
 /**
  * A client of one credential. Calls are multiplexed on one connection and matched by request id. When the
@@ -86,15 +101,20 @@ export class CrewClient extends EventEmitter {
     if (cr.role !== "admin" && (typeof cr.runId !== "string" || (cr.role === "worker" && typeof cr.taskId !== "string"))) {
       throw new TypeError("CrewClient: a worker needs runId and taskId, an orchestrator runId");
     }
+    // NB: a number option that is NaN compares false with everything: a NaN maxFrame or maxQueuedBytes would bound
+    // nothing, a NaN timeout fire at once.
+    const opt = (name, fallback, check, what) => option("CrewClient", options, name, fallback, check, what);
+    const maxFrame = opt("maxFrame", LIMITS.defaultMaxFrame, isPositiveInteger, "a positive integer");
     this.#opts = {
       socketPath: options.socketPath,
       credentials: { ...cr },
-      reconnect: options.reconnect ?? true,
-      backoffMs: options.backoffMs ?? DEFAULT_BACKOFF_MS,
-      connectTimeoutMs: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
-      maxFrame: options.maxFrame ?? LIMITS.defaultMaxFrame,
+      reconnect: opt("reconnect", true, (v) => typeof v === "boolean", "a boolean"),
+      backoffMs: Object.freeze([...opt("backoffMs", DEFAULT_BACKOFF_MS,
+        (v) => Array.isArray(v) && v.every((ms) => ms === 0 || isTimerMs(ms)), "an array of waits in ms (0 to 2³¹−1)")]),
+      connectTimeoutMs: opt("connectTimeoutMs", DEFAULT_CONNECT_TIMEOUT_MS, isTimerMs, "a number of ms (1 to 2³¹−1)"),
+      maxFrame,
+      maxQueuedBytes: opt("maxQueuedBytes", DEFAULT_MAX_QUEUED_FRAMES * maxFrame, isPositiveInteger, "a positive integer"),
     };
-    this.#opts.maxQueuedBytes = options.maxQueuedBytes ?? DEFAULT_MAX_QUEUED_FRAMES * this.#opts.maxFrame;
   }
 
   get role() {
@@ -170,10 +190,11 @@ export class CrewClient extends EventEmitter {
    * off once they are read), so it never skips or repeats an event.
    */
   subscribe(options = {}) {
-    if (this.#sub) this.#sub.close();
+    // NB: made before the subscription it replaces is closed: options it refuses leave that one as it was.
     const sub = new Subscription(this, options, (s) => this.#resubscribe(s), (s) => {
       if (this.#sub === s) this.#sub = null;
     });
+    if (this.#sub) this.#sub.close();
     this.#sub = sub;
     if (this.#fatal) sub._end(this.#failure(this.#fatal, "events.subscribe"));
     else if (this.#closed) sub._end(new BrokerError("closed", "client closed"));
@@ -519,8 +540,9 @@ export class Subscription {
     this.lastSeq = since;
     this.types = options.types;
     this.runId = options.runId;
-    this.#onEvent = options.onEvent;
-    this.#hwm = options.highWaterMark ?? DEFAULT_HIGH_WATER_MARK;
+    this.#onEvent = option("subscribe", options, "onEvent", undefined, isFunction, "a function");
+    // NB: NaN, say, would never be reached, and the events the iterator does not read would be kept without bound.
+    this.#hwm = option("subscribe", options, "highWaterMark", DEFAULT_HIGH_WATER_MARK, isPositiveInteger, "a positive integer");
     this.#resume = resume;
     this.#detach = detach;
   }

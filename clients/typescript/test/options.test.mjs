@@ -1,0 +1,48 @@
+// The client's options: a value that is no number of the kind asked (NaN, a negative, Infinity) is refused with a
+// TypeError naming it.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { CrewClient } from "../src/index.js";
+import { serveRequests } from "./_fakebroker.mjs";
+
+const base = { socketPath: "/nowhere/b.sock", credentials: { role: "admin", token: "x" } };
+
+test("a client option of the wrong kind is refused at construction with a TypeError naming it", () => {
+  const bad = {
+    reconnect: ["no", 1],
+    backoffMs: [[NaN], [-1], [Infinity], ["20"], 20],
+    connectTimeoutMs: [NaN, 0, -1, Infinity, 2 ** 31, "5000"],
+    maxFrame: [NaN, 0, -1, 1.5, Infinity],
+    maxQueuedBytes: [NaN, 0, -1, 1.5, Infinity],
+  };
+  for (const [name, values] of Object.entries(bad)) {
+    for (const value of values) {
+      assert.throws(() => new CrewClient({ ...base, [name]: value }), (err) => {
+        assert.ok(err instanceof TypeError, `${name}: ${String(value)}: ${err}`);
+        assert.match(err.message, new RegExp(`options\\.${name}\\b`));
+        return true;
+      });
+    }
+  }
+  const good = { reconnect: false, backoffMs: [0, 10.5], connectTimeoutMs: 1, maxFrame: 1024, maxQueuedBytes: 1 };
+  for (const [name, value] of Object.entries(good)) new CrewClient({ ...base, [name]: value });
+  new CrewClient({ ...base, ...Object.fromEntries(Object.keys(bad).map((name) => [name, undefined])) }); // the defaults
+});
+
+test("a subscription's highWaterMark of the wrong kind is refused with a TypeError, and the subscription held stays", { timeout: 10_000 }, async (t) => {
+  const path = await serveRequests(t, (req, send) => send({ id: req.id, result: { subscribed: true, sinceSeq: 0 } }));
+  const c = await CrewClient.connect({ socketPath: path, credentials: { role: "admin", token: "x" } });
+  t.after(() => c.close());
+  const held = c.subscribe({ runId: "R" });
+  for (const highWaterMark of [NaN, 0, -1, 1.5, Infinity, "10"]) {
+    assert.throws(() => c.subscribe({ runId: "R", highWaterMark }), (err) => {
+      assert.ok(err instanceof TypeError, `${String(highWaterMark)}: ${err}`);
+      assert.match(err.message, /highWaterMark/);
+      return true;
+    });
+  }
+  assert.equal(held.closed, false, "a refused subscribe() does not replace the subscription");
+  c.subscribe({ runId: "R", highWaterMark: 1 });
+  assert.equal(held.closed, true);
+});
