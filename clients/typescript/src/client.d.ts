@@ -18,6 +18,9 @@ export type Credentials<R extends Role = Role> = R extends "admin"
     ? { role: "orchestrator"; runId: string; token: string; /** default "orchestrator" */ taskId?: string }
     : { role: "worker"; runId: string; taskId: string; token: string };
 
+/** What called a listener that threw or rejected: a subscription's onEvent, or the event the client emitted. */
+export type ListenerSource = "onEvent" | "mailbox" | "push" | "reconnect" | "disconnect" | "close";
+
 /**
  * The options of a client. A number option that is not a number of its kind (NaN, a negative, a fraction where a
  * count is asked, Infinity where a limit is) is refused by the constructor with a TypeError naming it.
@@ -44,6 +47,13 @@ export interface ClientOptions<R extends Role = Role> {
    * sent.
    */
   maxQueuedBytes?: number;
+  /**
+   * Called with what a listener threw, or what the promise it returned rejected with: a subscription's onEvent or a
+   * listener of the client's events. The client reads on (the frames after it, the other listeners of the event).
+   * Default: a process warning (`CrewClientListenerError`), which Node prints; not an `error` event, which would
+   * throw where no one listens and reject every pending `events.once(client, …)`.
+   */
+  onListenerError?: (error: unknown, source: ListenerSource) => void;
 }
 
 export interface CallOptions {
@@ -60,8 +70,11 @@ export interface SubscribeOptions {
   types?: string[];
   /** The run, for the admin. */
   runId?: string;
-  /** Called for every event, in seq order; the subscription is then not iterated. */
-  onEvent?: (event: TeamEvent) => void;
+  /**
+   * Called for every event, in seq order; the subscription is then not iterated. What it throws or rejects with goes
+   * to the client's onListenerError, and the events after it are delivered.
+   */
+  onEvent?: (event: TeamEvent) => unknown;
   /**
    * Events buffered for the iterator before the subscription stops taking them (and resumes once read); default
    * 10000. Not a positive integer: subscribe() throws a TypeError and the subscription it would replace stays.
@@ -128,7 +141,10 @@ export declare class CrewClient<R extends Role = Role> extends EventEmitter {
    * events.subscribe is refused (bad-method): `subscribe()` owns the connection's one subscription.
    */
   call<M extends CallableMethod<R>>(method: M, ...args: CallArgs<M>): Promise<ResultOf<M>>;
-  /** Subscribes to the run's events (one subscription per client; a new one replaces it). */
+  /**
+   * Subscribes to the run's events (one subscription per client; a new one replaces it). A listener of the client's
+   * events that throws or rejects is reported to onListenerError, never thrown out of the client.
+   */
   subscribe(options?: SubscribeOptions): Subscription;
   /** Closes the connection; calls not yet answered are rejected with code closed. */
   close(): Promise<void>;

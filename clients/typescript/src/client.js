@@ -60,6 +60,30 @@ const isFunction = (v) => typeof v === "function";
 // isTimerMs is whether setTimeout waits v ms as given.
 const isTimerMs = (v) => typeof v === "number" && v > 0 && v <= MAX_TIMER_MS;
 
+// callListener calls a listener of the application and hands what it throws, or what the promise it returns rejects
+// with, to failed: the client calls listeners from its socket's handlers, and an exception out of one would leave the
+// frames after it in the read unread until the next read, and end the process as an uncaught exception.
+function callListener(listener, thisArg, args, failed) {
+  try {
+    const result = listener.apply(thisArg, args);
+    if (typeof result?.then === "function") result.then(undefined, failed);
+  } catch (err) {
+    failed(err);
+  }
+}
+
+// warnListenerError is the default onListenerError: a process warning, which Node prints, the process going on. It
+// says what the listener threw, and nothing of the client's (its credentials least of all).
+function warnListenerError(err, source) {
+  let what;
+  try {
+    what = err instanceof Error ? (err.stack ?? String(err)) : String(err);
+  } catch {
+    what = "a value that cannot be printed";
+  }
+  process.emitWarning(`the client's ${source} listener threw: ${what}`, "CrewClientListenerError");
+}
+
 /**
  * A client of one credential. Calls are multiplexed on one connection and matched by request id. When the
  * connection is lost, the client dials again (with backoff) as long as something is waiting: every call not yet
@@ -114,6 +138,7 @@ export class CrewClient extends EventEmitter {
       connectTimeoutMs: opt("connectTimeoutMs", DEFAULT_CONNECT_TIMEOUT_MS, isTimerMs, "a number of ms (1 to 2³¹−1)"),
       maxFrame,
       maxQueuedBytes: opt("maxQueuedBytes", DEFAULT_MAX_QUEUED_FRAMES * maxFrame, isPositiveInteger, "a positive integer"),
+      onListenerError: opt("onListenerError", warnListenerError, isFunction, "a function"),
     };
   }
 
@@ -191,9 +216,9 @@ export class CrewClient extends EventEmitter {
    */
   subscribe(options = {}) {
     // NB: made before the subscription it replaces is closed: options it refuses leave that one as it was.
-    const sub = new Subscription(this, options, (s) => this.#resubscribe(s), (s) => {
+    const sub = new Subscription(options, (s) => this.#resubscribe(s), (s) => {
       if (this.#sub === s) this.#sub = null;
-    });
+    }, (err) => this.#listenerFailed(err, "onEvent"));
     if (this.#sub) this.#sub.close();
     this.#sub = sub;
     if (this.#fatal) sub._end(this.#failure(this.#fatal, "events.subscribe"));
@@ -217,7 +242,7 @@ export class CrewClient extends EventEmitter {
     const conn = this.#conn;
     this.#conn = null;
     await Promise.all([dialing?.destroy(), conn?.destroy()]);
-    this.emit("close");
+    this.#emit("close");
   }
 
   // --- connecting ---
@@ -334,7 +359,7 @@ export class CrewClient extends EventEmitter {
     // sent there would be failed by #down among those that frame may answer, where it waits for the next connection.
     if (this.#live()) for (const call of this.#calls) this.#send(conn, call);
     if (this.#sub && !this.#sub.closed) this.#resubscribe(this.#sub);
-    if (again) this.emit("reconnect", conn.hello);
+    if (again) this.#emit("reconnect", conn.hello);
   }
 
   // #live is the connection requests may be written to: none while the current one is closing. NB: on a frame over
@@ -350,7 +375,7 @@ export class CrewClient extends EventEmitter {
     this.#conn = null;
     this.#byId.clear();
     if (this.#closed) return;
-    this.emit("disconnect", err);
+    this.#emit("disconnect", err);
     if (FATAL.has(err.code)) {
       this.#fatal = err;
       this.#failAll(err);
@@ -457,10 +482,10 @@ export class CrewClient extends EventEmitter {
         if (this.#sub) this.#sub._resync(frame.data?.fromSeq);
         break;
       case "mailbox.message":
-        this.emit("mailbox", frame.data);
+        this.#emit("mailbox", frame.data);
         break;
       default:
-        this.emit("push", frame);
+        this.#emit("push", frame);
     }
   }
 
@@ -495,6 +520,24 @@ export class CrewClient extends EventEmitter {
     }
   }
 
+  // #emit calls each listener of event as emit() does, but one that throws or rejects is reported (#listenerFailed),
+  // and the listeners after it are called.
+  #emit(event, ...args) {
+    for (const listener of this.rawListeners(event)) {
+      callListener(listener, this, args, (err) => this.#listenerFailed(err, event));
+    }
+  }
+
+  // #listenerFailed hands a listener's error to onListenerError. NB: what that throws in turn is warned of, not
+  // thrown: thrown, it would be the exception this guards against.
+  #listenerFailed(err, source) {
+    try {
+      this.#opts.onListenerError(err, source);
+    } catch (again) {
+      warnListenerError(again, "onListenerError");
+    }
+  }
+
   #failure(err, method, commandId) {
     return new BrokerError(err.code, err.message, { method, commandId });
   }
@@ -526,6 +569,7 @@ export class Subscription {
   #resume;
   #detach;
   #onEvent;
+  #listenerFailed;
   #hwm;
   #paused = false;
   #error = null;
@@ -534,13 +578,14 @@ export class Subscription {
   _pending = null;
   _conn = null;
 
-  constructor(client, options, resume, detach) {
+  constructor(options, resume, detach, listenerFailed) {
     const since = options.sinceSeq ?? 0;
     if (!Number.isInteger(since) || since < 0) throw new TypeError("sinceSeq must be a non-negative integer");
     this.lastSeq = since;
     this.types = options.types;
     this.runId = options.runId;
     this.#onEvent = option("subscribe", options, "onEvent", undefined, isFunction, "a function");
+    this.#listenerFailed = listenerFailed;
     // NB: NaN, say, would never be reached, and the events the iterator does not read would be kept without bound.
     this.#hwm = option("subscribe", options, "highWaterMark", DEFAULT_HIGH_WATER_MARK, isPositiveInteger, "a positive integer");
     this.#resume = resume;
@@ -555,7 +600,7 @@ export class Subscription {
       return;
     }
     this.lastSeq = seq;
-    if (this.#onEvent) this.#onEvent(event);
+    if (this.#onEvent) callListener(this.#onEvent, undefined, [event], this.#listenerFailed);
     if (this.#waiters.length > 0) {
       this.#waiters.shift().resolve({ value: event, done: false });
       return;

@@ -15,6 +15,7 @@ test("a client option of the wrong kind is refused at construction with a TypeEr
     connectTimeoutMs: [NaN, 0, -1, Infinity, 2 ** 31, "5000"],
     maxFrame: [NaN, 0, -1, 1.5, Infinity],
     maxQueuedBytes: [NaN, 0, -1, 1.5, Infinity],
+    onListenerError: ["console.error"],
   };
   for (const [name, values] of Object.entries(bad)) {
     for (const value of values) {

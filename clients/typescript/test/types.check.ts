@@ -1,6 +1,13 @@
 // Type-level tests of the declarations (tsc --noEmit, run by `npm run typecheck`): each @ts-expect-error is an
 // error the types must catch; the rest must compile.
-import { CrewClient, type DelegateResult, type MethodsFor, type SendResult, type TeamEvent } from "../src/index.js";
+import {
+  CrewClient,
+  type DelegateResult,
+  type ListenerSource,
+  type MethodsFor,
+  type SendResult,
+  type TeamEvent,
+} from "../src/index.js";
 
 declare const worker: CrewClient<"worker">;
 declare const orchestrator: CrewClient<"orchestrator">;
@@ -43,3 +50,11 @@ export const workerMethods: MethodsFor<"worker">[] = ["delegate.request", "wait.
 CrewClient.connect({ socketPath: "/s", credentials: { role: "worker", runId: "R", taskId: "T", token: "x" } });
 // @ts-expect-error a worker needs its task
 CrewClient.connect({ socketPath: "/s", credentials: { role: "worker", runId: "R", token: "x" } });
+
+CrewClient.connect({
+  socketPath: "/s",
+  credentials: { role: "admin", token: "x" },
+  onListenerError: (error: unknown, source: ListenerSource) => console.error(source, error),
+});
+// @ts-expect-error a listener's source is one of the client's events or onEvent
+export const source: ListenerSource = "error";
