@@ -31,8 +31,14 @@ export interface ClientOptions<R extends Role = Role> {
   credentials: Credentials<R>;
   /** Dial again when the connection is lost while calls or a subscription wait (default true). */
   reconnect?: boolean;
-  /** Waits between connection attempts, in ms; its length is the number of retries. */
+  /**
+   * Waits between connection attempts, in ms (default 20, 50, … 3200); its length is the number of retries. Each wait
+   * is drawn between half its step and all of it (jitter), so that the clients of a crewd that restarted do not
+   * dial again in lockstep.
+   */
   backoffMs?: readonly number[];
+  /** Each backoff wait's draw, a number in [0, 1) (default Math.random; anything else is the whole step). */
+  random?: () => number;
   /** How long one connection attempt and its hello may take (default 5000 ms). */
   connectTimeoutMs?: number;
   /**

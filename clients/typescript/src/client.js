@@ -138,6 +138,7 @@ export class CrewClient extends EventEmitter {
       connectTimeoutMs: opt("connectTimeoutMs", DEFAULT_CONNECT_TIMEOUT_MS, isTimerMs, "a number of ms (1 to 2³¹−1)"),
       maxFrame,
       maxQueuedBytes: opt("maxQueuedBytes", DEFAULT_MAX_QUEUED_FRAMES * maxFrame, isPositiveInteger, "a positive integer"),
+      random: opt("random", Math.random, isFunction, "a function"),
       onListenerError: opt("onListenerError", warnListenerError, isFunction, "a function"),
     };
   }
@@ -270,7 +271,7 @@ export class CrewClient extends EventEmitter {
     const attempts = this.#everConnected && !this.#opts.reconnect ? 0 : this.#opts.backoffMs.length + 1;
     for (let attempt = 0; attempt < attempts; attempt++) {
       if (this.#closed) throw new BrokerError("closed", "client closed");
-      if (attempt > 0) await this.#sleep(this.#opts.backoffMs[attempt - 1]);
+      if (attempt > 0) await this.#sleep(this.#jittered(this.#opts.backoffMs[attempt - 1]));
       if (this.#closed) throw new BrokerError("closed", "client closed");
       try {
         const conn = await this.#dial();
@@ -288,6 +289,13 @@ export class CrewClient extends EventEmitter {
     last ??= new BrokerError("exhausted", "reconnect is off");
     if (FATAL.has(last.code)) this.#fatal = last;
     throw FINAL.has(last.code) ? last : new BrokerError("exhausted", `could not connect: ${last.message}`);
+  }
+
+  // #jittered is the wait of one backoff step: between half of it and all of it, at random, so that the clients of a
+  // crewd that restarted do not all dial again at once, step after step; no wait is longer than its step.
+  #jittered(step) {
+    const r = this.#opts.random();
+    return step / 2 + (step / 2) * (r >= 0 && r < 1 ? r : 1); // NB: NaN too is the whole step
   }
 
   #sleep(ms) {

@@ -1,10 +1,10 @@
 // The client's options: a value that is no number of the kind asked (NaN, a negative, Infinity) is refused with a
-// TypeError naming it.
+// TypeError naming it, and the backoff between attempts has jitter.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { CrewClient } from "../src/index.js";
-import { serveRequests } from "./_fakebroker.mjs";
+import { serveEvery, serveRequests } from "./_fakebroker.mjs";
 
 const base = { socketPath: "/nowhere/b.sock", credentials: { role: "admin", token: "x" } };
 
@@ -15,6 +15,7 @@ test("a client option of the wrong kind is refused at construction with a TypeEr
     connectTimeoutMs: [NaN, 0, -1, Infinity, 2 ** 31, "5000"],
     maxFrame: [NaN, 0, -1, 1.5, Infinity],
     maxQueuedBytes: [NaN, 0, -1, 1.5, Infinity],
+    random: [0.5, "Math.random"],
     onListenerError: ["console.error"],
   };
   for (const [name, values] of Object.entries(bad)) {
@@ -46,4 +47,18 @@ test("a subscription's highWaterMark of the wrong kind is refused with a TypeErr
   assert.equal(held.closed, false, "a refused subscribe() does not replace the subscription");
   c.subscribe({ runId: "R", highWaterMark: 1 });
   assert.equal(held.closed, true);
+});
+
+test("the waits between attempts to connect have jitter: each between half its backoffMs step and all of it", { timeout: 10_000 }, async (t) => {
+  // Each connection is closed before its hello is answered.
+  const path = await serveEvery(t, (_req, _send, sock) => sock.destroy());
+  const draws = [0, 0.5, 0.999, NaN]; // NB: a draw outside [0, 1), NaN too, is the whole step
+  const connectTimeoutMs = 99_999; // the other timer of an attempt, told apart by its length
+  const timers = t.mock.method(globalThis, "setTimeout");
+  const options = { backoffMs: [8, 16, 32, 64], connectTimeoutMs, random: () => draws.shift() };
+  const c = new CrewClient({ ...base, socketPath: path, ...options });
+  t.after(() => c.close());
+  await assert.rejects(c.call("ping"), { code: "exhausted" });
+  const waits = timers.mock.calls.map((call) => call.arguments[1]).filter((ms) => ms !== connectTimeoutMs);
+  assert.deepEqual(waits, [4, 12, 31.984, 64]);
 });
