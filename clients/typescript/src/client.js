@@ -467,6 +467,12 @@ export class CrewClient extends EventEmitter {
       conn.closeError = new BrokerError(frame.error.code, frame.error.message);
       return;
     }
+    // NB: a closing code answers a request too (a credential that ended while it was served): the close that follows
+    // is for that reason, not a lost connection to dial again, which would say hello with a credential that ended.
+    if (frame.error) {
+      const err = new BrokerError(frame.error.code, frame.error.message);
+      if (err.closes) conn.closeError ??= err;
+    }
     const handler = this.#byId.get(frame.id);
     if (!handler) return;
     if (typeof handler === "function") {

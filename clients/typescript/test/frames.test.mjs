@@ -272,3 +272,27 @@ test("a resync that comes while the subscription is being replaced is the old on
   assert.deepEqual(subscribes, [0, 0], "one re-subscribe for the one resync of the live subscription");
   assert.equal(sub.resyncs, 1);
 });
+
+for (const code of ["revoked", "stale-token"]) {
+  test(`${code} in answer to a call stops the client as it does with id "": no hello more, the calls on its connection fail ${code}`, { timeout: 10_000 }, async (t) => {
+    // The broker answers the connection's first request with the closing code, and closes it.
+    let hellos = 0;
+    const path = await serveEvery(t, (req, send, sock) => {
+      if (req.method === "hello") {
+        hellos++;
+        return send({ id: "hello", result: { ok: true } });
+      }
+      if (sock.answered) return;
+      sock.answered = true;
+      sock.end(JSON.stringify({ id: req.id, error: { code, message: "credential ended" } }) + "\n");
+    });
+    const c = await CrewClient.connect({ socketPath: path, credentials: { role: "admin", token: "x" }, backoffMs: [0] });
+    t.after(() => c.close());
+    const disconnected = new Promise((resolve) => c.once("disconnect", resolve));
+    const outcomes = await Promise.all([c.call("ping"), c.call("ping")].map((p) => p.then(() => "answered", (err) => err.code)));
+    assert.deepEqual(outcomes, [code, code]);
+    assert.equal((await disconnected).code, code);
+    await assert.rejects(c.call("ping"), { code });
+    assert.equal(hellos, 1, "a credential that ended is not tried again");
+  });
+}
