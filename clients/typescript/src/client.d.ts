@@ -42,6 +42,13 @@ export interface ClientOptions<R extends Role = Role> {
   /** How long one connection attempt and its hello may take (default 5000 ms). */
   connectTimeoutMs?: number;
   /**
+   * How long a call waits for its answer, unless its own timeoutMs says otherwise (default 60000 ms; Infinity:
+   * none): then it fails with code timeout. A `task.waitStatus`, which the broker answers when its wait ends, waits
+   * this much after its wait (its timeoutMs as the broker reads it); `admin.checkpoint`, whose copy takes as long as
+   * the store is large, has no default deadline.
+   */
+  callTimeoutMs?: number;
+  /**
    * The broker's frame cap in bytes (default 262144); a request over it is refused locally, encode-failed. A frame
    * of the broker's over it closes the connection, and the calls it may have answered and the subscription fail
    * oversize-frame (they are not sent again: the answer would be as large).
@@ -65,7 +72,10 @@ export interface ClientOptions<R extends Role = Role> {
 export interface CallOptions {
   /** The idempotency key of an engine command (default: params.commandId, else a new UUID). */
   commandId?: string;
-  /** Reject with code timeout when no answer came within this many ms (the command may still be decided: retry with err.commandId). */
+  /**
+   * Reject with code timeout when no answer came within this many ms (default: the client's callTimeoutMs; Infinity:
+   * none). The command may still be decided: retry with err.commandId. Not a positive number: a TypeError.
+   */
   timeoutMs?: number;
 }
 

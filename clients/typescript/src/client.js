@@ -40,6 +40,12 @@ const MAX_WAIT_MS = 60000;
 
 const DEFAULT_BACKOFF_MS = Object.freeze([20, 50, 100, 200, 400, 800, 1600, 3200]);
 const DEFAULT_CONNECT_TIMEOUT_MS = 5000;
+// How long a call may wait for its answer unless it says otherwise: a broker that answered the hello and then never
+// answers must not leave every call pending for good. A task.waitStatus, which the broker answers when its wait ends,
+// waits that much after its wait; admin.checkpoint, whose copy of the store takes as long as the store is large, has
+// no deadline unless its caller gives one.
+const DEFAULT_CALL_TIMEOUT_MS = 60000;
+const NO_DEFAULT_TIMEOUT = new Set(["admin.checkpoint"]);
 // The longest wait setTimeout takes: a longer one it cuts to 1 ms.
 const MAX_TIMER_MS = 2 ** 31 - 1;
 const DEFAULT_HIGH_WATER_MARK = 10000;
@@ -59,6 +65,8 @@ const isPositiveInteger = (v) => Number.isSafeInteger(v) && v > 0;
 const isFunction = (v) => typeof v === "function";
 // isTimerMs is whether setTimeout waits v ms as given.
 const isTimerMs = (v) => typeof v === "number" && v > 0 && v <= MAX_TIMER_MS;
+const isTimeoutMs = (v) => isTimerMs(v) || v === Infinity;
+const TIMEOUT_MS = "a number of ms (1 to 2³¹−1) or Infinity (none)";
 
 // callListener calls a listener of the application and hands what it throws, or what the promise it returns rejects
 // with, to failed: the client calls listeners from its socket's handlers, and an exception out of one would leave the
@@ -136,6 +144,7 @@ export class CrewClient extends EventEmitter {
       backoffMs: Object.freeze([...opt("backoffMs", DEFAULT_BACKOFF_MS,
         (v) => Array.isArray(v) && v.every((ms) => ms === 0 || isTimerMs(ms)), "an array of waits in ms (0 to 2³¹−1)")]),
       connectTimeoutMs: opt("connectTimeoutMs", DEFAULT_CONNECT_TIMEOUT_MS, isTimerMs, "a number of ms (1 to 2³¹−1)"),
+      callTimeoutMs: opt("callTimeoutMs", DEFAULT_CALL_TIMEOUT_MS, isTimeoutMs, TIMEOUT_MS),
       maxFrame,
       maxQueuedBytes: opt("maxQueuedBytes", DEFAULT_MAX_QUEUED_FRAMES * maxFrame, isPositiveInteger, "a positive integer"),
       random: opt("random", Math.random, isFunction, "a function"),
@@ -174,6 +183,12 @@ export class CrewClient extends EventEmitter {
     if (!desc.roles.includes(this.role)) {
       return Promise.reject(new BrokerError("forbidden", `${method} is not for the ${this.role} role`, { method }));
     }
+    let timeoutMs;
+    try {
+      timeoutMs = option("call", options, "timeoutMs", undefined, isTimeoutMs, TIMEOUT_MS);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     let p = params ?? {};
     let commandId;
     if (desc.command) {
@@ -191,11 +206,13 @@ export class CrewClient extends EventEmitter {
         call.deadline = performance.now() + call.waitMs;
         call.deadlineTimer = null;
       }
-      if (options.timeoutMs !== undefined) {
+      // NB: the broker answers a wait when it ends: its default deadline is callTimeoutMs after that.
+      timeoutMs ??= NO_DEFAULT_TIMEOUT.has(method) ? Infinity : (call.waitMs ?? 0) + this.#opts.callTimeoutMs;
+      if (timeoutMs !== Infinity) {
         call.timer = setTimeout(() => {
           this.#settle(call);
-          reject(new BrokerError("timeout", `${method}: no answer within ${options.timeoutMs} ms`, { method, commandId }));
-        }, options.timeoutMs);
+          reject(new BrokerError("timeout", `${method}: no answer within ${timeoutMs} ms`, { method, commandId }));
+        }, Math.min(timeoutMs, MAX_TIMER_MS));
       }
       this.#calls.add(call);
       const conn = this.#live();

@@ -54,6 +54,7 @@ CrewClient.connect({ socketPath: "/s", credentials: { role: "worker", runId: "R"
 CrewClient.connect({
   socketPath: "/s",
   credentials: { role: "admin", token: "x" },
+  callTimeoutMs: Infinity,
   onListenerError: (error: unknown, source: ListenerSource) => console.error(source, error),
 });
 // @ts-expect-error a listener's source is one of the client's events or onEvent
