@@ -400,9 +400,11 @@ export class CrewClient extends EventEmitter {
     this.#conn = null;
     this.#byId.clear();
     if (this.#closed) return;
+    // NB: set before the disconnect listeners are called: a call one makes must fail with it, not dial again with a
+    // credential that ended.
+    if (FATAL.has(err.code)) this.#fatal = err;
     this.#emit("disconnect", err);
-    if (FATAL.has(err.code)) {
-      this.#fatal = err;
+    if (this.#fatal) {
       this.#failAll(err);
       return;
     }

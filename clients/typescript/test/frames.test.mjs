@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
+import { createConnection } from "node:net";
 import { join } from "node:path";
 import { test } from "node:test";
 
@@ -296,3 +297,30 @@ for (const code of ["revoked", "stale-token"]) {
     assert.equal(hellos, 1, "a credential that ended is not tried again");
   });
 }
+
+test("a call made by a disconnect listener when the credential ended fails with its code, and dials no more", { timeout: 10_000 }, async (t) => {
+  // The first connection's hello is answered, then the credential ends (id ""); a probe, which the server accepts
+  // after every connection the client opened before it, tells how many the client opened.
+  let conns = 0;
+  let probed;
+  const probe = new Promise((resolve) => (probed = resolve));
+  const path = await listen(t, (sock) => {
+    const n = ++conns;
+    sock.on("error", () => {});
+    sock.once("data", (chunk) => {
+      if (String(chunk).startsWith("probe")) return probed(n);
+      if (n === 1) {
+        sock.end(JSON.stringify({ id: "hello", result: { ok: true } }) + "\n" +
+          JSON.stringify({ id: "", error: { code: "revoked", message: "credential revoked" } }) + "\n");
+      }
+    });
+  });
+  const c = new CrewClient({ socketPath: path, credentials: { role: "admin", token: "x" }, backoffMs: [0] });
+  t.after(() => c.close());
+  const again = new Promise((resolve) => c.once("disconnect", () => resolve(c.call("ping").then(() => "answered", (err) => err.code))));
+  assert.equal(await c.call("ping").then(() => "answered", (err) => err.code), "revoked");
+  assert.equal(await again, "revoked");
+  const sock = createConnection(path, () => sock.write("probe\n"));
+  t.after(() => sock.destroy());
+  assert.equal(await probe, 2, "the client dialed again with the credential that ended");
+});
