@@ -39,13 +39,13 @@ export interface ClientOptions<R extends Role = Role> {
   backoffMs?: readonly number[];
   /** Each backoff wait's draw, a number in [0, 1) (default Math.random; anything else is the whole step). */
   random?: () => number;
-  /** How long one connection attempt and its hello may take (default 5000 ms). */
+  /** How long one connection attempt and its hello may take (default 5000 ms; 1 to 2³¹−1 ms). */
   connectTimeoutMs?: number;
   /**
-   * How long a call waits for its answer, unless its own timeoutMs says otherwise (default 60000 ms; Infinity:
-   * none): then it fails with code timeout. A `task.waitStatus`, which the broker answers when its wait ends, waits
-   * this much after its wait (its timeoutMs as the broker reads it); `admin.checkpoint`, whose copy takes as long as
-   * the store is large, has no default deadline.
+   * How long a call waits for its answer, unless its own timeoutMs says otherwise (default 60000 ms; 1 to 2³¹−1 ms,
+   * or Infinity: none): then it fails with code timeout. A `task.waitStatus`, which the broker answers when its wait
+   * ends, waits this much after its wait (its timeoutMs as the broker reads it); `admin.checkpoint`, whose copy takes
+   * as long as the store is large, has no default deadline.
    */
   callTimeoutMs?: number;
   /**
@@ -74,7 +74,8 @@ export interface CallOptions {
   commandId?: string;
   /**
    * Reject with code timeout when no answer came within this many ms (default: the client's callTimeoutMs; Infinity:
-   * none). The command may still be decided: retry with err.commandId. Not a positive number: a TypeError.
+   * none). The command may still be decided: retry with err.commandId. Not a number of ms from 1 to 2³¹−1 (the
+   * longest wait setTimeout takes) nor Infinity: a TypeError, nothing sent.
    */
   timeoutMs?: number;
 }
