@@ -70,7 +70,7 @@ type Options struct {
 	// UI is the dashboard's files, served at / (nil: a placeholder page). See package webui.
 	UI fs.FS
 	// AllowRemote lets Listen bind a non-loopback address. Without it Listen refuses one, and the handler refuses
-	// a request whose Host is not a loopback name (DNS rebinding).
+	// a request whose Host is neither a loopback name nor PublicURL's host (DNS rebinding).
 	AllowRemote bool
 	// SecureCookie marks the session cookie Secure and names it with the __Host- prefix (cookie.go), which browsers
 	// hold to Secure, Path=/ and no Domain, and which no page of a plain-http origin may set or replace. Set it only
