@@ -33,7 +33,8 @@
 //   - Run and task transitions, messages and questions asked or answered
 //     are folded but not re-run. A question's end by the engine clock
 //     (ask.expire) is re-run, and one by its asker's end is explained
-//     with that end's decision (a revocation, a settlement).
+//     with that end's decision (a revocation, a settlement), or folded
+//     with its task's transition (an end or a retry).
 //     A decision imported from another system (pi-crew's history) is
 //     explained from its record, not re-run: that system took it.
 //   - Pebble locks a store even for read-only opens: a store held by a

@@ -80,3 +80,27 @@ func TestExplainAskExpiry(t *testing.T) {
 	require.Contains(t, ds[0].Rule, "expired: question "+q+" of t1, deadline 2026-10-01T09:00:08Z passed")
 	requireExplainedAtAlike(t, l, ds)
 }
+
+// TestExplainLeavesATaskEndClosingItsQuestionAlone: a task.transition that ends or retries a task parked on a
+// question closes the question first in its batch (ask.timedout asker-ended, then the task's event): the task's end,
+// which is no engine decision, and not the engine clock's ask.expire, which, re-run before the deadline on a task
+// still parked, refuses it and so read as drift.
+func TestExplainLeavesATaskEndClosingItsQuestionAlone(t *testing.T) {
+	for _, to := range []string{"failed", "cancelled", "queued"} {
+		t.Run(to, func(t *testing.T) {
+			const run = "team_20261001090000_00000000000000q3"
+			steps := append(delegatingTask(run, true),
+				decided{audittest.Worker("t1"), &commands.WaitRequest{RunID: run, TaskID: "t1", Question: "go on?"}},
+				decided{audittest.Orchestrator, &commands.TaskTransition{RunID: run, TaskID: "t1", To: to}},
+			)
+			wd, l, dir := decidedLog(t, steps)
+			l = reopened(t, wd, l, dir)
+			res, err := Replay(l, ReplayOptions{Explain: true})
+			require.NoError(t, err)
+			for _, d := range res.Decisions {
+				require.NotEqual(t, "ask.expire", d.Command, "%+v", d)
+			}
+			require.Zero(t, res.Drift())
+		})
+	}
+}

@@ -95,10 +95,13 @@ func explainGroup(s *projections.State, group []events.Event) (Decision, bool) {
 		cmd = &commands.CredentialRevoke{RunID: first.Stream, TaskID: p.TaskID, Reason: p.Reason}
 		d.Command, d.Subject = cmd.Kind(), p.TaskID
 	case events.TypeAskTimedOut:
-		// NB: crewlog closes a question first in a decision only by its engine clock (ask.expire): a task's, a
-		// run's or a revocation's end closes it after that end's event. One imported is that system's record.
+		// NB: a run's, a revocation's or a settlement's end closes a question after that end's event, but a
+		// task.transition that ends or retries a task parked on one closes it first, before the task's event: no
+		// engine decision, which ask.expire, re-run on a task still parked before the deadline, refuses. The engine
+		// clock's ask.expire records the question's end and its task's resumption alone. One imported is that
+		// system's record.
 		p := events.PayloadAs[events.AskTimedOut](first)
-		if p == nil || imported(first) {
+		if p == nil || imported(first) || !closesQuestionsAlone(group) {
 			return d, false
 		}
 		cmd = &commands.AskExpire{RunID: first.Stream, QuestionID: p.QuestionID}
@@ -145,6 +148,14 @@ func explainGroup(s *projections.State, group []events.Event) (Decision, bool) {
 	d.Rule = rule(s, env.Config, cmd, dec.Events, err)
 	compare(&d, group, dec.Events)
 	return d, true
+}
+
+// closesQuestionsAlone reports whether group records nothing but questions' ends and tasks' resumptions, as the
+// engine clock's ask.expire decides.
+func closesQuestionsAlone(group []events.Event) bool {
+	return !slices.ContainsFunc(group, func(ev events.Event) bool {
+		return ev.Type != events.TypeAskTimedOut && ev.Type != events.TypeTaskResumed
+	})
 }
 
 // imported reports whether ev was recorded by an import: another system's decision, not crewlog's.
