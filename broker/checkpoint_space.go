@@ -13,11 +13,11 @@ import (
 // checkpointRoom refuses (commands.ErrNoSpace, answered disk-full) a checkpoint to dir that the disk has no room for,
 // before anything is written. A checkpoint on the store's file system hard-links the tables and copies the rest (the
 // write-ahead logs and MANIFEST, up to the memtable's size and more): that copy must leave the store's disk above the
-// engine's minimum (Engine.CheckSpaceFor, crewd's --min-free-mib), or the log's next write fails and stops the engine,
-// crewd with it; on another mount of that file system (a bind mount) no hard link is made, and the whole copy must.
-// On another file system it copies the whole store, which must fit in what is free there; one that did
-// not fit failed after it had filled that disk. NB: the engine keeps committing meanwhile, so the copy may come out a
-// little larger than measured; the minimum is the margin for that on the store's disk.
+// engine's minimum (Engine.CheckSpaceFor, crewd's --min-free-mib), or the log's next write fails and stops the
+// engine, crewd with it; on another mount of that file system (a bind mount) no hard link is made, and the whole copy
+// must. On another file system it copies the whole store, which must fit in what is free there; one that did not fit
+// failed after it had filled that disk. NB: the engine keeps committing meanwhile, so the copy may come out a little
+// larger than measured; the minimum is the margin for that on the store's disk.
 //
 // A dir inside the store is refused as the checkpoint refuses it (eventlog.ErrInsideStore), whatever the disk holds.
 func (s *Server) checkpointRoom(dir string) error {

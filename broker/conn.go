@@ -173,8 +173,8 @@ func (c *conn) readLoop() {
 			// NB: a line cut off by a reset (a client that closed with an answer unread) is truncated as well; one a
 			// hello timeout cut off is not: its connection was held for HelloTimeout, its own pace.
 			truncated := errors.Is(err, wire.ErrTruncated) && r != reasonHelloTimeout
-			// NB: a line refused room, or cut off by its client's close as it waited for room (a read error), was read
-			// up to there all the same.
+			// NB: a line refused room, or cut off by its client's close as it waited for room (a read error), was
+			// read up to there all the same.
 			switch refused := r == reasonMalformed || r == reasonOversize || errors.Is(err, wire.ErrNoRoom) || truncated; {
 			case refused && !c.authed:
 				// NB: read and parsed up to a frame (a line the stream ended in: read): closed at its process's pace,

@@ -105,7 +105,8 @@ func TestTokenRevokeHelpSaysWhenCrewdRefusesIt(t *testing.T) {
 	r = crewctl(t, nil, "token", "revoke", made.ID, "--data", data)
 	require.Equal(t, exitOK, r.code, r.err)
 	valid := crewd.Valid(daemon.Digest(made.Token))
-	if time.Since(looked) < 900*time.Millisecond { // NB: a machine too slow to revoke within the second proves nothing
+	// NB: a machine too slow to revoke within the second proves nothing.
+	if time.Since(looked) < 900*time.Millisecond {
 		require.True(t, valid, "a request within a second of crewd's last look is still served: not refused at once")
 	}
 
