@@ -23,8 +23,8 @@ type Decision struct {
 	Run      string    `json:"run"`
 	Actor    string    `json:"actor"`
 	// Command is what was decided: delegate.request, delegate.settle,
-	// delegate.expire, ask.expire, engine.configure, a job's command, the command a
-	// quota refused, a wait method a policy switch refused, a
+	// delegate.expire, ask.expire, engine.configure, a job's command, the
+	// command a quota refused, a wait method a policy switch refused, a
 	// task.usage that crossed a threshold of its run's budget, or a
 	// credential.revoke that closed the question its task was parked on.
 	Command string `json:"command"`

@@ -302,7 +302,8 @@ before its copy is whole leaves nothing in DIR; one killed before it is
 done (kill -9, a crash) leaves a hidden staging directory there
 (.crewlog-restore-N), which the next restore into DIR removes, and perhaps
 the backup's server.key, which the next restore of the same backup into DIR
-keeps as its own; crewd refuses to start on a DIR so left. Start crewd on DIR afterwards.`,
+keeps as its own; crewd refuses to start on a DIR so left. Start crewd on
+DIR afterwards.`,
 		Args: args(1, "the backup directory"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if !cmd.Flags().Changed("data") {

@@ -61,13 +61,13 @@ events written before it, so events at or before the time may lie after the
 stop; they are not replayed.
 
 --explain re-runs every recorded decision (admissions and rejections,
-settlements, expiries of delegations and questions, config changes, a run budget's thresholds crossed,
-job, quota and policy refusals, a revocation that closed its task's
-question) with today's code against the state
-just before it and the config then in force, says which rule decided it, and
-exits 1 when today's code decides any of them differently (policy drift).
-A decision imported from another system (pi-crew's history) is that
-system's: it is explained from its record and not decided again.
+settlements, expiries of delegations and questions, config changes, a run
+budget's thresholds crossed, job, quota and policy refusals, a revocation
+that closed its task's question) with today's code against the state just
+before it and the config then in force, says which rule decided it, and
+exits 1 when today's code decides any of them differently (policy drift). A
+decision imported from another system (pi-crew's history) is that system's:
+it is explained from its record and not decided again.
 
 --diff compares the rebuilt state with the newest snapshot, or with the live
 daemon's views when --socket is given (the token from --token-file or
