@@ -179,9 +179,10 @@ func decodeBound(rest []byte) (int, error) {
 // build before reads every credential of a task never retried; one that was, it refuses to decode (nothing decided),
 // rather than check it without its attempt. Four strings read as attempt 0, so a follower of the build before has a
 // retried task's worker refused as the ended attempt's (stale-token) by a writer of this build until it is upgraded.
-// Since does not travel (a writer of the build before would refuse every worker's request): the follower's broker
-// checks it against its copy, which holds a run's end before any reopening of it, and the writer decides as it did
-// before Since for a run ended and reopened between that check and the decision.
+// Since is not in these bytes either (a writer of the build before would refuse every worker's request): it travels
+// in a header of its own (cluster's forward.go), which that writer does not read, deciding as it did before Since a
+// command whose run ended and was reopened between the follower's broker's check and the decision, and which a
+// writer of this build checks as one crewd does.
 func EncodeCredential(c *Credential) ([]byte, error) {
 	if c == nil {
 		return nil, nil

@@ -333,8 +333,9 @@ func (n *Node) serve(m *nats.Msg) {
 		r, err := commands.DecodeRequest(m.Data)
 		if err == nil {
 			// The credential the follower's broker checked against its copy, checked again against the state
-			// the writer decides on (forward.go); none from a follower of the build before forwarded credentials.
-			r.Credential, err = credentialOfHeader(m.Header.Get(credentialHeader))
+			// the writer decides on (forward.go), with its bind position when it has one; none from a follower of
+			// the build before forwarded credentials.
+			r.Credential, err = credentialOfHeaders(m.Header)
 		}
 		switch {
 		case err != nil:

@@ -31,11 +31,12 @@ import (
 // so a client reads its own writes on the crewd it talks to, and the state
 // a refusal was decided on.
 //
-// The request carries its credential, which the writer checks against the
-// state it decides on: this node's copy, which its broker checked, may lag
-// the stream by any amount. The writer's refusal of an ended credential is
-// answered as one crewd answers it (a *commands.CredentialEndedError), once
-// this node's copy holds the end too.
+// The request carries its credential, its bind position (Since) included,
+// which the writer checks against the state it decides on: this node's
+// copy, which its broker checked, may lag the stream by any amount. The
+// writer's refusal of an ended credential is answered as one crewd answers
+// it (a *commands.CredentialEndedError), once this node's copy holds the
+// end too.
 func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply, bool, error) {
 	if n.writer.Load() {
 		return commands.Reply{}, false, nil
@@ -54,6 +55,7 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 	if err != nil {
 		return commands.Reply{}, true, err
 	}
+	since := sinceHeaderOf(r.Credential)
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, n.o.ForwardTimeout)
@@ -77,7 +79,7 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 			return commands.Reply{}, true, fmt.Errorf("%w: nothing more was sent: %v", ErrStopped, n.Err())
 		default:
 		}
-		m, err := n.request(ctx, data, cred, r.CommandID != "")
+		m, err := n.request(ctx, data, cred, since, r.CommandID != "")
 		var rep commands.Reply
 		retry := false
 		switch {
@@ -136,8 +138,8 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 			return commands.Reply{Rejected: &commands.RejectedError{Code: commands.CodeBadParams,
 				Reason: "invalid-params", Message: fmt.Sprintf("%s: a request of %d bytes (with its credential) "+
 					"does not fit one NATS message to the writer: the NATS servers' max_payload is %d bytes; raise "+
-					"max_payload above crewd's --max-frame, or send less", r.Command.Kind(), len(data)+len(cred),
-					n.o.Conn.MaxPayload())}}, true, nil
+					"max_payload above crewd's --max-frame, or send less", r.Command.Kind(),
+					len(data)+len(cred)+len(since), n.o.Conn.MaxPayload())}}, true, nil
 		case errors.Is(err, nats.ErrNoResponders):
 			retry = true // nobody received it
 		default:
@@ -165,6 +167,14 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 // forward.go says why).
 const credentialHeader = "Crewlog-Credential"
 
+// credentialSinceHeader is the header of a forwarded request's message that carries its credential's bind position
+// (commands.Credential.Since, sinceHeaderOf), when it has one: a header of its own, not a field of
+// credentialHeader's value, which a writer of the build before this header decodes strictly (commands' forward.go)
+// and would refuse with one more field. That writer reads no header it does not know, and decides the request as it
+// did, the position unchecked; a writer of this build reads a request without the header, a follower's of that
+// build, as a credential with no position, unchecked so too.
+const credentialSinceHeader = "Crewlog-Credential-Since"
+
 // defaultAttemptTimeout bounds the wait for the answer to one attempt of a request that may be sent again.
 const defaultAttemptTimeout = 5 * time.Second
 
@@ -178,18 +188,21 @@ const defaultAttemptTimeout = 5 * time.Second
 // responder, a node that is not the writer) does not count: it waits for the next writer.
 const maxUnansweredAttempts = 3
 
-// request sends data, with its credential cred (credentialHeaderOf, "" for none), on the commands subject and waits
-// for one answer: Options.attemptTimeout (defaultAttemptTimeout) at most when resendable (the request has a command
-// id), else as long as ctx lasts.
+// request sends data, with its credential cred (credentialHeaderOf, "" for none) and the credential's bind position
+// since (sinceHeaderOf, "" for none), on the commands subject and waits for one answer: Options.attemptTimeout
+// (defaultAttemptTimeout) at most when resendable (the request has a command id), else as long as ctx lasts.
 //
 // NB: a request without a command id is not sent again once it may have reached a writer, so an attempt given up
 // early would only answer in doubt what the writer still decides and answers: a writer's publish may wait out a
 // stream leader election, up to its publish timeout, and is answered then.
-func (n *Node) request(ctx context.Context, data []byte, cred string, resendable bool) (*nats.Msg, error) {
+func (n *Node) request(ctx context.Context, data []byte, cred, since string, resendable bool) (*nats.Msg, error) {
 	m := nats.NewMsg(n.o.Log.CommandSubject())
 	m.Data = data
 	if cred != "" {
 		m.Header.Set(credentialHeader, cred)
+	}
+	if since != "" {
+		m.Header.Set(credentialSinceHeader, since)
 	}
 	if resendable {
 		var cancel context.CancelFunc
@@ -259,4 +272,40 @@ func credentialOfHeader(h string) (*commands.Credential, error) {
 		return nil, fmt.Errorf("cluster: decode the credential header: %w", err)
 	}
 	return commands.DecodeCredential(b)
+}
+
+// sinceHeaderOf is the value of a forwarded request's credentialSinceHeader: the credential's bind position in
+// decimal, "" when it has none (0) or there is no credential.
+func sinceHeaderOf(c *commands.Credential) string {
+	if c == nil || c.Since == 0 {
+		return ""
+	}
+	return strconv.FormatUint(c.Since, 10)
+}
+
+// credentialOfHeaders is the credential h carries (credentialHeader, and credentialSinceHeader's bind position):
+// nil for none. Anything that does not read back as what a follower sends is an error, the request refused with
+// nothing decided, never read as no credential or no position, which would decide it less checked than it was sent:
+// a position that is not exactly one positive decimal uint64 of no sign, leading zero or space, or a position
+// without a credential.
+func credentialOfHeaders(h nats.Header) (*commands.Credential, error) {
+	c, err := credentialOfHeader(h.Get(credentialHeader))
+	if err != nil {
+		return nil, err
+	}
+	since := h.Values(credentialSinceHeader)
+	switch {
+	case len(since) == 0:
+		return c, nil
+	case c == nil:
+		return nil, errors.New("cluster: a credential's bind position without a credential")
+	case len(since) != 1:
+		return nil, fmt.Errorf("cluster: %d bind positions of a credential", len(since))
+	}
+	pos, err := strconv.ParseUint(since[0], 10, 64)
+	if err != nil || pos == 0 || strconv.FormatUint(pos, 10) != since[0] {
+		return nil, fmt.Errorf("cluster: a credential's bind position %.24q is no positive decimal", since[0])
+	}
+	c.Since = pos
+	return c, nil
 }
