@@ -62,7 +62,12 @@ func (l *Log) Source() (uint64, error) {
 	if err := l.readable(); err != nil {
 		return 0, err
 	}
-	v, closer, err := l.db.Get(keySource)
+	return readSource(l.db)
+}
+
+// readSource reads the recorded source sequence from g (the store, or the snapshot Verify reads): 0 if none.
+func readSource(g getter) (uint64, error) {
+	v, closer, err := g.Get(keySource)
 	if isNotFound(err) {
 		return 0, nil
 	}

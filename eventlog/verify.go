@@ -50,7 +50,8 @@ type VerifyOptions struct {
 // exactly its records; the head; the outcome table (each outcome decodes,
 // points inside the log, at events of that command and, with
 // VerifyOptions.Principal, of that principal; a format-3 store holds no
-// outcome of the older layout); and the snapshot slot. The first problem is returned as a *CorruptError (wrapping
+// outcome of the older layout); the snapshot slot, the views, the summaries, the tallies and the source
+// sequence AppendFrom records. The first problem is returned as a *CorruptError (wrapping
 // ErrCorrupt) naming the first bad position when the damage is in a record.
 //
 // Verify reads a consistent Pebble snapshot, so it may run while appends
@@ -150,6 +151,10 @@ func (l *Log) verify(opts *VerifyOptions) (VerifyReport, error) {
 	}
 	tallies, err := verifyTallies(snap, pre.eventless)
 	if err != nil {
+		return rep, err
+	}
+	// NB: the copier resumes after the sequence it reads here: a damaged one would skip groups or apply them twice.
+	if _, err := readSource(snap); err != nil {
 		return rep, err
 	}
 	rep = VerifyReport{Head: h.Position, HeadHash: h.Hash, Streams: len(streams), Commands: n, Snapshots: s,

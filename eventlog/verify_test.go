@@ -305,3 +305,57 @@ func TestVerifySummaryOrdinalReadFailureIsNotDamage(t *testing.T) {
 	require.ErrorAs(t, err, &ce)
 	require.Contains(t, ce.Reason, "has no ordinal entry")
 }
+
+// Verify detects a flipped byte in the value of every key that is not an event record, an index entry or a
+// snapshot chunk (TestVerifyDetectsEveryFlippedByte flips those): an outcome, a principal's and a group's tally,
+// a catalog entry, a view, a summary in both orders and the index's counts, and each metadata key (format, head,
+// source). The store holds every prefix the key layout lists, so a prefix Verify leaves unread fails here.
+func TestVerifyDetectsAFlippedByteUnderEveryPrefix(t *testing.T) {
+	l, _ := openMem(t)
+	defer l.Close()
+	l.SetTallyGroup(func(principal string) string { return "team-" + principal })
+	_, err := l.AppendFrom(41,
+		Write{Principal: "wA", CommandID: "a1", Events: []Event{ev("run-1", "x"), ev("run-2", "y")}},
+		refusal("wA", "a2"))
+	require.NoError(t, err)
+	require.NoError(t, l.SaveView("run-1", 1, []byte("view of run-1")))
+	require.NoError(t, l.SaveSummaries([]Summary{{Stream: "run-2", Ord: 3, Position: 2, Data: []byte("sum")}}))
+	_, err = l.Verify(nil)
+	require.NoError(t, err)
+
+	var keys [][]byte
+	prefixes := map[byte]bool{}
+	it, err := l.db.NewIter(nil)
+	require.NoError(t, err)
+	for ok := it.First(); ok; ok = it.Next() {
+		if k := it.Key(); k[0] != prefixEvent && k[0] != prefixStream && k[0] != prefixSnapshot {
+			keys = append(keys, append([]byte(nil), k...))
+			prefixes[k[0]] = true
+		}
+	}
+	require.NoError(t, it.Close())
+	for _, p := range []byte{prefixOutcome, prefixTally, prefixGroupTally, prefixCatalog, prefixView, prefixSummary,
+		prefixSummaryByOrd, prefixMeta} {
+		require.True(t, prefixes[p], "the sample holds no %q key", p)
+	}
+	require.Contains(t, keys, keySource)
+
+	for _, k := range keys {
+		orig := rawGet(t, l, k)
+		for i := range orig {
+			for _, mask := range []byte{0x01, 0x80, 0xff} {
+				bad := append([]byte(nil), orig...)
+				bad[i] ^= mask
+				require.NoError(t, l.db.Set(k, bad, pebble.NoSync))
+				_, err := l.Verify(nil)
+				require.ErrorIs(t, err, ErrCorrupt, "%s byte %d mask %#x", keyString(k), i, mask)
+				var ce *CorruptError
+				require.ErrorAs(t, err, &ce)
+				require.Equal(t, keyString(k), ce.Key, "%s byte %d mask %#x: %v", keyString(k), i, mask, err)
+			}
+		}
+		require.NoError(t, l.db.Set(k, orig, pebble.NoSync))
+	}
+	_, err = l.Verify(nil)
+	require.NoError(t, err)
+}
