@@ -77,11 +77,11 @@ type Log struct {
 	// pending holds the outcome keys of the appends handed to Pebble (from
 	// before the hand-off) whose sync has not returned.
 	pending map[string]struct{}
-	// gen counts appends handed to Pebble; absent holds outcome keys an
-	// Outcome lookup found unrecorded, with the gen it saw. Until the next
-	// append nothing can record them, so Append may skip its own lookup:
-	// a writer that looks an id up before appending it pays one Get, not
-	// two.
+	// gen counts appends handed to Pebble and format steps; absent holds
+	// outcome keys an Outcome lookup found unrecorded, with the gen it saw.
+	// Until the next append or step (forgetAbsent) nothing can record them,
+	// so Append may skip its own lookup: a writer that looks an id up
+	// before appending it pays one Get, not two.
 	gen    uint64
 	absent map[string]uint64
 	recent *recentOutcomes // outcomes synced since Open, bounded (recent.go)

@@ -250,3 +250,13 @@ func (l *Log) noteAbsent(key string, gen uint64) {
 		l.absent[key] = gen
 	}
 }
+
+// forgetAbsent drops what lookups found unrecorded, for a writer of outcome keys other than an append (the step to
+// format 3), once its writes are visible: a lookup that read Pebble before them then notes nothing (gen moved on),
+// and one after them reads them.
+func (l *Log) forgetAbsent() {
+	l.outcomesMu.Lock()
+	defer l.outcomesMu.Unlock()
+	l.gen++
+	clear(l.absent)
+}

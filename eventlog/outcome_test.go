@@ -257,3 +257,29 @@ func TestOutcomeSealedInPlace(t *testing.T) {
 		require.ErrorIs(t, err, ErrCorrupt, "the checksum covers the payload")
 	}
 }
+
+// An outcome the step to format 3 moves is a duplicate to Append at once, though Outcome looked its new key up and
+// found nothing before the step moved it: the lookup's "unrecorded", which lets Append skip its own read until the
+// next append, holds only until the next write of an outcome, and the step writes outcomes too (here with no record
+// of the step, so no append follows its writes).
+func TestAnOutcomeLookedUpBeforeItsMoveIsADuplicateAfterIt(t *testing.T) {
+	l, fs := openMem(t)
+	_, err := l.Append(Write{CommandID: "a", Events: evs("A", 1)})
+	require.NoError(t, err)
+	toLegacy(t, l)
+	require.NoError(t, l.Close())
+
+	l, err = Open("db", &Options{FS: fs, AllowOlderFormat: true})
+	require.NoError(t, err)
+	defer l.Close()
+	_, err = l.Outcome("oA", "a")
+	require.ErrorIs(t, err, ErrNotFound, "not moved yet")
+	require.NoError(t, l.Upgrade(FormatStreamCatalog, FormatPrincipalOutcomes, func(u *Upgrade) error {
+		_, err := u.MoveOutcomes(func(*Event) string { return "oA" })
+		return err
+	}, nil))
+	_, err = l.Outcome("oA", "a")
+	require.NoError(t, err, "moved")
+	_, err = l.Append(Write{Principal: "oA", CommandID: "a", Events: evs("A", 1)})
+	require.ErrorIs(t, err, ErrDuplicateCommand)
+}

@@ -96,6 +96,9 @@ func (l *Log) Upgrade(from, to uint32, step func(*Upgrade) error, opts *UpgradeO
 	if cur != from {
 		return fmt.Errorf("%w: format step %d → %d on a store at format %d", ErrInvalid, from, to, cur)
 	}
+	// NB: a step may write outcome keys (MoveOutcomes) that a lookup found unrecorded before it: on return, when
+	// every write of the step is visible, so that Append does not take such a key for new.
+	defer l.forgetAbsent()
 	u := &Upgrade{l: l, b: l.db.NewBatch()}
 	if opts != nil {
 		u.progress = opts.Progress
