@@ -2,8 +2,11 @@ package eventlog
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
 )
 
@@ -56,4 +59,46 @@ func TestStreamViews(t *testing.T) {
 	require.ErrorIs(t, err, ErrCorrupt)
 	_, err = l.Verify(nil)
 	require.ErrorIs(t, err, ErrCorrupt)
+}
+
+// A crash after views were saved loses at most the last one, never damages one: each save awaits the sync that
+// followed the one before, and SaveSnapshot syncs the WAL first, so the view saved before it is durable with it.
+func TestACrashLosesTheLastViewAndDamagesNone(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	l, err := Open("db", &Options{FS: mem})
+	require.NoError(t, err)
+	_, err = l.Append(Write{Events: evs("run", 6)})
+	require.NoError(t, err)
+	type crash struct {
+		fs       vfs.FS
+		min, max uint64 // the view's position the reopened store may hold (0: none)
+	}
+	var crashes []crash
+	for pos := uint64(1); pos <= 5; pos++ {
+		require.NoError(t, l.SaveView("run", pos, fmt.Appendf(nil, "view@%d", pos)))
+		for _, pct := range []int{0, 50, 100} {
+			fs := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rand.New(rand.NewPCG(pos, uint64(pct)))})
+			crashes = append(crashes, crash{fs, pos - 1, pos})
+		}
+	}
+	require.NoError(t, l.SaveView("run", 6, []byte("view@6")))
+	require.NoError(t, l.SaveSnapshot(6, []byte("s6")))
+	crashes = append(crashes, crash{mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0}), 6, 6})
+	require.NoError(t, l.Close())
+
+	for i, c := range crashes {
+		r, err := Open("db", &Options{FS: c.fs})
+		require.NoError(t, err, "crash %d", i)
+		_, err = r.Verify(nil)
+		require.NoError(t, err, "crash %d", i)
+		pos, data, err := r.View("run")
+		if c.min == 0 && errors.Is(err, ErrNotFound) {
+			require.NoError(t, r.Close())
+			continue
+		}
+		require.NoError(t, err, "crash %d", i)
+		require.Equal(t, fmt.Sprintf("view@%d", pos), string(data), "crash %d", i)
+		require.True(t, c.min <= pos && pos <= c.max, "crash %d: view at %d, want %d..%d", i, pos, c.min, c.max)
+		require.NoError(t, r.Close())
+	}
 }
