@@ -32,7 +32,10 @@
 //     previous record; the head (last position + hash) is written in the same
 //     batch as the records it covers. Verify detects any flipped byte in any
 //     record, index entry, outcome, snapshot or the head, and names the first
-//     bad position.
+//     bad position. NB: Verify checks each outcome against the records of its
+//     command, not the records against the outcomes: a flipped byte in the key
+//     of an outcome that wrote no event, or an outcome removed whole, is not
+//     detected, and its command id would be decided again.
 //
 //   - Fail stop: after a write or sync error every later Append returns
 //     ErrFailed. Reopening recovers every acknowledged append; the failed
