@@ -658,7 +658,9 @@ func (s *State) trackEnded(r *runState) {
 // Whole returns a deep copy of s with every cold run read back from the
 // log and hot, and no store: the state a fold that never evicts would hold.
 // It holds every run in memory: for tests and tools comparing states, not
-// for the daemon.
+// for the daemon. NB: such a fold ran no eviction pass, so it holds no note
+// of one (seenAhead): the notes time the runs' going cold, which states of
+// one history do apart (an engine opened later notes at its opening).
 func (s *State) Whole() (*State, error) {
 	ids, err := s.coldIDs()
 	if err != nil {
@@ -666,6 +668,7 @@ func (s *State) Whole() (*State, error) {
 	}
 	c := s.Clone()
 	c.store = nil
+	clear(c.seenAhead)
 	thawed := make([]orderedRun, 0, len(ids))
 	for _, id := range ids {
 		cr := s.coldRun(id)

@@ -290,3 +290,22 @@ func TestRunsStampedAheadGoColdInTheOrderTheyEnded(t *testing.T) {
 	now := at(1) // before every end
 	require.Equal(t, []string{"X", "Y", "Z"}, s.Evictable(now, 60_000, 2))
 }
+
+// Whole is the state a fold that never evicts holds: an eviction pass's notes of the ended runs stamped after its
+// clock reading (seenAhead), which only time the runs' going cold, are not part of it. Kept, a state that noted a run
+// so, as an engine opened at that reading does, differed from the same history folded where no pass had run, though
+// every answer was the same.
+func TestWholeHoldsNoNotesOfEvictionPasses(t *testing.T) {
+	var h history
+	h.add("A", events.TypeRunCreated, &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w"})
+	h.add("A", events.TypeRunCompleted, &events.RunCompleted{})
+	passed := fold(h.evs)
+	passed.SetColdStore(NewColdStore(nil, 0))
+	require.Empty(t, passed.EvictAll(at(0), 60_000, 64), "the run stays hot within its retention")
+	require.NotEmpty(t, passed.seenAhead, "the pass noted the run stamped after its reading")
+	got, err := passed.Whole()
+	require.NoError(t, err)
+	want, err := fold(h.evs).Whole()
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+}
