@@ -20,9 +20,10 @@ import (
 // raises it for a soak run, and CREWLOG_DIFF_SEEDS adds that many seeds (from 100) to the kept ones.
 func differentialSteps() int { return stepsFromEnv("CREWLOG_DIFF_STEPS", 150) }
 
-// differentialSeeds are the seeds every run of the differential test replays: the default few, and each one that
-// found a mismatch.
-var differentialSeeds = []uint64{1, 2, 3}
+// differentialSeeds are the seeds every run of the differential test replays: the default few, each one that found a
+// mismatch, and each one that takes a path the others miss (101: a revocation closing a question, a rerouted
+// settlement; differentialCoverage).
+var differentialSeeds = []uint64{1, 2, 3, 101}
 
 // differentialOptions is the engine of the differential test for a seed: ended runs go cold at once or a few
 // seconds after their last event, one or two cold runs stay decoded, read back from their views or re-folded, and
@@ -61,16 +62,25 @@ func TestDifferentialEveryStateAnswersAlike(t *testing.T) {
 	for s := uint64(100); s < uint64(100+stepsFromEnv("CREWLOG_DIFF_SEEDS", 0)); s++ {
 		seeds = append(seeds, s)
 	}
-	coldChecks := 0
+	coldChecks, covered := 0, map[string]int{}
 	for _, seed := range seeds {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { coldChecks += differential(t, seed, differentialSteps()) })
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			n, paths := differential(t, seed, differentialSteps())
+			coldChecks += n
+			for path, k := range paths {
+				covered[path] += k
+			}
+		})
 	}
 	// NB: the comparisons of cold runs read back compare nothing while no run is cold.
 	require.Positive(t, coldChecks, "no comparison met a cold run")
+	for _, path := range []string{pathRevokeClosesQuestion, pathRerouted, pathImportedShadow} {
+		require.Positive(t, covered[path], "no seed took %s", path)
+	}
 }
 
-// differential drives one seed and returns how many of its comparisons met a cold run.
-func differential(t *testing.T, seed uint64, steps int) (coldChecks int) {
+// differential drives one seed and returns how many of its comparisons met a cold run, and the paths its log took.
+func differential(t *testing.T, seed uint64, steps int) (coldChecks int, covered map[string]int) {
 	clock := newTestClock()
 	fs := vfs.NewCrashableMem()
 	ids := &idCounter{}
@@ -187,7 +197,51 @@ func differential(t *testing.T, seed uint64, steps int) (coldChecks int) {
 		t.Logf("seed %d: %d steps, position %d, %d cold runs, %d hot; outcomes %v", seed, steps, s.Position,
 			s.ColdRuns(), s.HotRuns(), outcomes)
 	})
-	return coldChecks
+	covered = differentialCoverage(t, f.log)
+	return coldChecks, covered
+}
+
+// Paths of the log the differential test must take on its kept seeds (differentialCoverage).
+const (
+	pathRevokeClosesQuestion = "a revocation closing its task's question"
+	pathRerouted             = "a settlement rerouted to the run inbox"
+	pathImportedShadow       = "an imported shadow task without a stepId"
+)
+
+// differentialCoverage counts the paths of the log l took: a credential.revoked, the ask.timedout (asker-ended) of
+// its task's question and the task.resumed that follow it in its group; a delegation's result rerouted to the run
+// inbox; a shadow task an import created with no stepId.
+func differentialCoverage(t *testing.T, l *eventlog.Log) map[string]int {
+	t.Helper()
+	covered := map[string]int{}
+	it := l.Read(1)
+	defer it.Close()
+	var last [3]events.Event
+	for it.Next() {
+		ev, err := projections.FromLog(it.Event())
+		require.NoError(t, err)
+		last = [3]events.Event{last[1], last[2], ev}
+		switch p := ev.Payload.(type) {
+		case *events.TaskResumed:
+			revoked := events.PayloadAs[events.CredentialRevoked](last[0])
+			ended := events.PayloadAs[events.AskTimedOut](last[1])
+			if revoked != nil && ended != nil && ended.Reason == events.AskReasonAskerEnded &&
+				revoked.TaskID == p.TaskID && ended.TaskID == p.TaskID && ended.QuestionID == p.QuestionID &&
+				last[0].Time == ev.Time && last[0].CommandID == ev.CommandID {
+				covered[pathRevokeClosesQuestion]++
+			}
+		case *events.MailboxAppended:
+			if p.Rerouted {
+				covered[pathRerouted]++
+			}
+		case *events.TaskCreated:
+			if p.Kind == events.TaskKindShadow && p.StepID == "" { // only an import writes one
+				covered[pathImportedShadow]++
+			}
+		}
+	}
+	require.NoError(t, it.Err())
+	return covered
 }
 
 // differentialCheck compares every state that holds f's history with the live one, by their answers.
@@ -381,10 +435,31 @@ func (w *differentialWorld) command(rng *rand.Rand, s *projections.State) Reques
 		return work(&TaskUsage{RunID: run, TaskID: task, Input: int64(rng.IntN(5000)), Output: int64(rng.IntN(500)),
 			CacheRead: int64(rng.IntN(3)), Cost: float64(rng.IntN(3)) / 4, Turns: int64(rng.IntN(2))})
 	case 28:
-		return adm(&CredentialIssue{RunID: run, TaskID: pick(task, task, events.OrchestratorKey),
-			Digest: fmt.Sprintf("%064x", w.n)})
+		// Mostly a task parked on a question, whose revocation closes it (asker-ended) and resumes the task.
+		key := pick(task, task, events.OrchestratorKey)
+		for _, a := range s.Asks(run) {
+			if a.Status == projections.AskPending && rng.IntN(3) > 0 {
+				key = a.TaskID
+			}
+		}
+		return adm(&CredentialIssue{RunID: run, TaskID: key, Digest: fmt.Sprintf("%064x", w.n)})
 	case 29:
-		return adm(&CredentialRevoke{RunID: run, TaskID: pick(task, events.OrchestratorKey, "nope"), Reason: "gone"})
+		if rng.IntN(3) == 0 { // a late revocation of an ended (cold, mostly) run's task
+			run = w.runs[rng.IntN(len(w.runs))]
+		}
+		key := pick(task, events.OrchestratorKey, "nope")
+		for _, c := range s.Credentials(run) {
+			if !c.Revoked && rng.IntN(4) > 0 {
+				key = c.Key
+			}
+		}
+		for _, a := range s.Asks(run) { // mostly a task parked on a question, when one holds a credential
+			if c, ok := s.Credential(run, a.TaskID); ok && !c.Revoked && a.Status == projections.AskPending &&
+				rng.IntN(4) > 0 {
+				key = a.TaskID
+			}
+		}
+		return adm(&CredentialRevoke{RunID: run, TaskID: key, Reason: "gone"})
 	case 30, 31:
 		return orch(&RunTransition{RunID: run, To: pick("completed", "completed", "failed", "cancelled", "blocked"),
 			Summary: "s"})
@@ -445,13 +520,16 @@ func (w *differentialWorld) importCommand(rng *rand.Rand, s *projections.State) 
 	ev := func(typ string, p any) ImportedEvent { return ImportedEvent{Type: typ, TimeMs: at(), Payload: p} }
 	task := fmt.Sprintf("T%d", rng.IntN(3))
 	sub := fmt.Sprintf("ig-%s-%d", run, rng.IntN(6))
+	if rng.IntN(5) == 0 { // the events of a shadow task (created by an import, or by its delegation's admission)
+		task = sub
+	}
 	var evs []ImportedEvent
 	if _, ok := s.Run(run); !ok || rng.IntN(30) == 0 {
 		evs = append(evs, ev(events.TypeRunCreated, &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w",
 			BudgetTotal: optBudget(int64(rng.IntN(2)) * 40000)}))
 	}
 	for k := 1 + rng.IntN(3); k > 0; k-- {
-		switch rng.IntN(13) {
+		switch rng.IntN(14) {
 		case 0:
 			evs = append(evs, ev(events.TypeTaskCreated,
 				&events.TaskCreated{TaskID: task, Role: "executor", Agent: "a",
@@ -493,6 +571,10 @@ func (w *differentialWorld) importCommand(rng *rand.Rand, s *projections.State) 
 				&events.AskAnswered{TaskID: task, QuestionID: fmt.Sprintf("iq-%d", rng.IntN(4))}))
 		case 11:
 			evs = append(evs, ev(events.TypeRunCompleted, &events.RunCompleted{Summary: "done"}))
+		case 12:
+			// A shadow task whose delegate events were lost: no stepId; its delegation may be admitted later.
+			evs = append(evs, ev(events.TypeTaskCreated, &events.TaskCreated{TaskID: sub, Role: "explorer",
+				Agent: "a", Title: "x", Cwd: "/w", Kind: events.TaskKindShadow}))
 		default:
 			evs = append(evs, ev(events.TypeRunRunning, &events.RunRunning{}))
 		}
