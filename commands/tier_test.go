@@ -107,13 +107,22 @@ func (f *engineFixture) submitAs(actor events.Actor, c Command) Reply {
 
 // touchCold sends commands to cold runs, calling after once after each: a
 // reopened run that then works and ends again, a revoked credential, a
-// message, a refused delegation and a repeated end.
+// message, a refused delegation, a repeated end, a late delivery and
+// acknowledgement of a message and a late spawn of a delegation the run does
+// not hold.
 func touchCold(t *testing.T, f *engineFixture, after func()) {
+	var pending []string
 	f.eng.Read(func(s *projections.State) {
-		for _, run := range []string{"T03", "T04", "T05", "T06", "T07"} {
+		for _, run := range []string{"T03", "T04", "T05", "T06", "T07", "T08"} {
 			require.True(t, s.IsCold(run), "%s is cold before it is touched", run)
 		}
+		box, err := s.Mailbox("T05", "02_exec", projections.MailboxFilter{Pending: true})
+		require.NoError(t, err)
+		for _, m := range box.Messages {
+			pending = append(pending, m.ID)
+		}
 	})
+	require.NotEmpty(t, pending, "T05 has a message pending")
 	steps := []struct {
 		actor    events.Actor
 		c        Command
@@ -127,6 +136,9 @@ func touchCold(t *testing.T, f *engineFixture, after func()) {
 		{orchestrator, &MessageSend{RunID: "T05", To: []string{"02_exec"}, Body: "late"}, false},
 		{worker("02_exec"), &DelegateRequest{RunID: "T06", TaskID: "02_exec", Prompt: "p"}, false},
 		{orchestrator, &RunTransition{RunID: "T07", To: "cancelled"}, false},
+		{orchestrator, &MailboxDeliver{RunID: "T05", Recipient: "02_exec", MessageIDs: pending}, true},
+		{orchestrator, &MailboxAck{RunID: "T05", Recipient: "02_exec", MessageIDs: pending}, true},
+		{orchestrator, &DelegateSpawned{RunID: "T08", SubID: "d-late", PID: 7}, false},
 	}
 	for _, st := range steps {
 		if r := f.submitAs(st.actor, st.c); st.accepted {
@@ -196,8 +208,11 @@ func TestTieredStateAnswersAsTheFullFold(t *testing.T) {
 	tierWorkload(t, f)
 	check(f, "after the workload")
 	f.eng.saveSnapshot() // holds cold runs
-	touchCold(t, f, func() {})
-	check(f, "after touching cold runs")
+	touched := 0
+	touchCold(t, f, func() {
+		touched++
+		check(f, fmt.Sprintf("after touching cold runs %d times", touched))
+	})
 	f.close()
 
 	f = open()
