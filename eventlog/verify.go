@@ -50,9 +50,10 @@ type VerifyOptions struct {
 // exactly its records; the head; the outcome table (each outcome decodes,
 // points inside the log, at events of that command and, with
 // VerifyOptions.Principal, of that principal; a format-3 store holds no
-// outcome of the older layout); the snapshot slot, the views, the summaries, the tallies and the source
-// sequence AppendFrom records. The first problem is returned as a *CorruptError (wrapping
-// ErrCorrupt) naming the first bad position when the damage is in a record.
+// outcome of the older layout); the snapshot slot, the views, the summaries,
+// the tallies and the source sequence AppendFrom records. The first problem
+// is returned as a *CorruptError (wrapping ErrCorrupt) naming the first bad
+// position when the damage is in a record.
 //
 // Verify reads a consistent Pebble snapshot, so it may run while appends
 // continue; it checks the log up to the durable head at its start.
