@@ -5,9 +5,8 @@ import (
 	"path/filepath"
 	"sync/atomic"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/eventlog"
 )
 
 // checkpointRoom refuses (commands.ErrNoSpace, answered disk-full) a checkpoint to dir that the disk has no room for,
@@ -48,16 +47,7 @@ func freeSpace(dir string) (uint64, error) {
 	if f := freeSpaceStub.Load(); f != nil {
 		return (*f)(dir)
 	}
-	return statfsFree(dir)
-}
-
-// statfsFree is the space of dir's file system available to an unprivileged user (statfs f_bavail).
-func statfsFree(dir string) (uint64, error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		return 0, err
-	}
-	return st.Bavail * uint64(st.Bsize), nil
+	return eventlog.FreeSpace(dir)
 }
 
 // freeSpaceStub is freeSpace's answer in tests. NB: atomic: a test puts it back as it ends, while the goroutine of

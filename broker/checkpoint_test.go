@@ -123,7 +123,7 @@ func TestAdminCheckpointOfADirMadeMeanwhileIsRefusedAsExisting(t *testing.T) {
 			made := make(chan error, 1)
 			replaceFreeSpace(t, func(p string) (uint64, error) { // after the handler's check, before the copy
 				made <- tc.make(dir)
-				return statfsFree(p)
+				return eventlog.FreeSpace(p)
 			})
 			e := a.fails(methodAdminCheckpoint, map[string]any{"dir": dir}, wire.CodeBadParams)
 			require.NoError(t, <-made)

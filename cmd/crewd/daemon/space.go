@@ -7,9 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/eventlog"
 )
 
 // spaceCheckInterval is how often the free space is read at most: statfs is cheap, but not free at every command.
@@ -55,11 +54,11 @@ func freeBytes(dir string) (uint64, error) {
 	if free, ok := faultFree(); ok {
 		return free, nil // a test build's full disk (disk_faults.go)
 	}
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
+	free, err := eventlog.FreeSpace(dir)
+	if err != nil {
 		return 0, fmt.Errorf("daemon: free space of %s: %w", dir, err)
 	}
-	return st.Bavail * uint64(st.Bsize), nil
+	return free, nil
 }
 
 // CheckSpace returns an error while the free space is below the minimum.
