@@ -19,7 +19,7 @@ export type Credentials<R extends Role = Role> = R extends "admin"
     : { role: "worker"; runId: string; taskId: string; token: string };
 
 /** What called a listener that threw or rejected: a subscription's onEvent, or the event the client emitted. */
-export type ListenerSource = "onEvent" | "mailbox" | "push" | "reconnect" | "disconnect" | "close";
+export type ListenerSource = "onEvent" | keyof ClientEvents;
 
 /**
  * The options of a client. A number option that is not a number of its kind (NaN, a negative, a fraction where a
@@ -136,6 +136,27 @@ export declare class Subscription implements AsyncIterableIterator<TeamEvent> {
   close(): void;
 }
 
+/** A push frame of an event the client does not read itself (not team.event, resync or mailbox.message). */
+export interface PushFrame {
+  event: string;
+  data: unknown;
+  seq?: number;
+}
+
+/** The events a client emits, and what their listeners get. */
+export interface ClientEvents {
+  /** A mailbox.message push's data (best effort: none while disconnected). */
+  mailbox: (message: MailboxPush) => void;
+  /** The answer to the hello of a connection made again after one was lost. */
+  reconnect: (hello: HelloAck) => void;
+  /** Why the connection was lost. */
+  disconnect: (error: BrokerError) => void;
+  /** close() ended the client. */
+  close: () => void;
+  /** A push frame of another event, whole. */
+  push: (frame: PushFrame) => void;
+}
+
 export declare class CrewClient<R extends Role = Role> extends EventEmitter {
   /**
    * Connects and says hello; rejects with the broker's error (auth, stale-token, revoked, …), with protocol when the
@@ -166,13 +187,8 @@ export declare class CrewClient<R extends Role = Role> extends EventEmitter {
   /** Closes the connection; calls not yet answered are rejected with code closed. */
   close(): Promise<void>;
 
-  on(event: "mailbox", listener: (message: MailboxPush) => void): this;
-  on(event: "reconnect", listener: (hello: HelloAck) => void): this;
-  on(event: "disconnect", listener: (error: BrokerError) => void): this;
-  on(event: "close", listener: () => void): this;
-  on(event: "push", listener: (frame: { event: string; data: unknown; seq?: number }) => void): this;
-  once(event: "mailbox", listener: (message: MailboxPush) => void): this;
-  once(event: "reconnect", listener: (hello: HelloAck) => void): this;
-  once(event: "disconnect", listener: (error: BrokerError) => void): this;
-  once(event: "close", listener: () => void): this;
+  // NB: on, once and off take the same overloads, one per event client.js emits (ClientEvents).
+  on<E extends keyof ClientEvents>(event: E, listener: ClientEvents[E]): this;
+  once<E extends keyof ClientEvents>(event: E, listener: ClientEvents[E]): this;
+  off<E extends keyof ClientEvents>(event: E, listener: ClientEvents[E]): this;
 }

@@ -4,6 +4,7 @@ import {
   CrewClient,
   type DelegateResult,
   type ListenerSource,
+  type MailboxPush,
   type MethodsFor,
   type SendResult,
   type TeamEvent,
@@ -59,3 +60,22 @@ CrewClient.connect({
 });
 // @ts-expect-error a listener's source is one of the client's events or onEvent
 export const source: ListenerSource = "error";
+
+// The client's events, as client.js emits them: on, once and off take the same overloads.
+export function listens(client: CrewClient<"orchestrator">): void {
+  const onPush = (frame: { event: string; data: unknown; seq?: number }) => void frame.event;
+  client.on("push", onPush);
+  client.once("push", (frame) => frame.event satisfies string);
+  client.off("push", onPush);
+  client.once("mailbox", (message) => message satisfies MailboxPush);
+  client.off("mailbox", (message) => message satisfies MailboxPush);
+  client.off("disconnect", (error) => error.code satisfies string);
+  // @ts-expect-error a push listener gets the frame, not a number
+  client.once("push", (frame: number) => frame);
+  // @ts-expect-error the client emits no such event
+  client.once("pushed", () => {});
+  // @ts-expect-error a push listener gets the frame, not a number
+  client.off("push", (frame: number) => frame);
+  // @ts-expect-error the client emits no such event
+  client.off("pushed", () => {});
+}
