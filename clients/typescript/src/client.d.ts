@@ -176,7 +176,9 @@ export declare class CrewClient<R extends Role = Role> extends EventEmitter {
    * cannot be repeated, is not sent again: its call fails `request-failed` when the connection is lost before its
    * answer. A `task.waitStatus` is sent again with the time left of its timeoutMs, and fails wait-timeout once that
    * has passed; a status the task reached and left while the connection was down is not seen.
-   * events.subscribe is refused (bad-method): `subscribe()` owns the connection's one subscription.
+   * events.subscribe is refused (bad-method): `subscribe()` owns the connection's one subscription. Params are an
+   * object, or absent (undefined, null: none); anything else (a string, a number, a boolean, an array) is refused with
+   * a TypeError, nothing sent.
    */
   call<M extends CallableMethod<R>>(method: M, ...args: CallArgs<M>): Promise<ResultOf<M>>;
   /**

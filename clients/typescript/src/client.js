@@ -67,6 +67,9 @@ const isFunction = (v) => typeof v === "function";
 const isTimerMs = (v) => typeof v === "number" && v > 0 && v <= MAX_TIMER_MS;
 const isTimeoutMs = (v) => isTimerMs(v) || v === Infinity;
 const TIMEOUT_MS = "a number of ms (1 to 2³¹−1) or Infinity (none)";
+// isParams is whether v may be a call's params: an object JSON writes as one (no array), or absent (undefined, null).
+const isParams = (v) => v === undefined || v === null || (typeof v === "object" && !Array.isArray(v));
+const describe = (v) => (Array.isArray(v) ? "an array" : `a ${typeof v}`);
 
 // callListener calls a listener of the application and hands what it throws, or what the promise it returns rejects
 // with, to failed: the client calls listeners from its socket's handlers, and an exception out of one would leave the
@@ -189,6 +192,11 @@ export class CrewClient extends EventEmitter {
     } catch (err) {
       return Promise.reject(err);
     }
+    // NB: every method the broker serves reads its params as one JSON object: spread into a command's object, a
+    // string would be sent as its characters' indexes, and a number or a boolean as no params at all.
+    if (!isParams(params)) {
+      return Promise.reject(new TypeError(`${method}: params must be an object (or absent), not ${describe(params)}`));
+    }
     let p = params ?? {};
     let commandId;
     if (desc.command) {
@@ -199,8 +207,7 @@ export class CrewClient extends EventEmitter {
     if (this.#fatal) return Promise.reject(this.#failure(this.#fatal, method, commandId));
     return new Promise((resolve, reject) => {
       const call = { method, params: p, commandId, resolve, reject, id: null, timer: null, sent: false };
-      // Params that are no object are refused by the broker at once: there is no wait to time.
-      if (method === "task.waitStatus" && typeof p === "object" && !Array.isArray(p)) {
+      if (method === "task.waitStatus") {
         const t = p.timeoutMs;
         call.waitMs = Number.isFinite(t) ? Math.min(Math.max(Math.floor(t), 0), MAX_WAIT_MS) : DEFAULT_WAIT_MS;
         call.deadline = performance.now() + call.waitMs;
