@@ -93,10 +93,17 @@ export interface SubscribeOptions {
    */
   onEvent?: (event: TeamEvent) => unknown;
   /**
-   * Events buffered for the iterator before the subscription stops taking them (and resumes once read); default
-   * 10000. Not a positive integer: subscribe() throws a TypeError and the subscription it would replace stays.
+   * The most events buffered for an iterator that does not read them (default 10000). Once the buffer is full the
+   * subscription takes no more pushes — the broker's subscription goes on, and what it pushes meanwhile is not kept
+   * — and when the buffer has been read it subscribes again after the last event it took, so nothing is lost or
+   * repeated. Not a positive integer: subscribe() throws a TypeError and the subscription it would replace stays.
    */
   highWaterMark?: number;
+  /**
+   * The most bytes of events (as their frames are long) buffered likewise (default 64 × the client's maxFrame: 16 MiB
+   * at the default frame); one event is buffered however large. Not a positive integer: a TypeError, as highWaterMark.
+   */
+  highWaterMarkBytes?: number;
 }
 
 type CallArgs<M extends keyof import("./protocol.js").Methods> = {} extends ParamsOf<M>
@@ -120,7 +127,11 @@ export declare class BrokerError extends Error {
 
 /** The events of one subscription, in seq order, never repeated or skipped. */
 export declare class Subscription implements AsyncIterableIterator<TeamEvent> {
-  /** The seq of the last event delivered (or the sinceSeq it started from). */
+  /**
+   * The seq of the last event handed to you — returned by next() or passed to onEvent — or the sinceSeq it started
+   * from; not of those still buffered. Subscribe again with it as sinceSeq (after close(), say, or in a process that
+   * starts again) to miss nothing.
+   */
   readonly lastSeq: number;
   readonly types?: string[];
   readonly closed: boolean;

@@ -49,6 +49,9 @@ const NO_DEFAULT_TIMEOUT = new Set(["admin.checkpoint"]);
 // The longest wait setTimeout takes: a longer one it cuts to 1 ms.
 const MAX_TIMER_MS = 2 ** 31 - 1;
 const DEFAULT_HIGH_WATER_MARK = 10000;
+// The bytes of events a subscription buffers for its iterator, as frames at maxFrame: at 10000 events of up to a frame
+// each, a consumer that stops reading would otherwise hold gigabytes of a run whose workers write large messages.
+const DEFAULT_HIGH_WATER_MARK_FRAMES = 64;
 // The bytes of requests that may wait in the socket to be written, as frames at the default cap: a broker that
 // stops reading must not make a caller that keeps calling hold everything it sent in memory.
 const DEFAULT_MAX_QUEUED_FRAMES = 16;
@@ -234,14 +237,14 @@ export class CrewClient extends EventEmitter {
 
   /**
    * Subscribes to the run's events after sinceSeq (default 0): replay, then live. One subscription per client (a
-   * new one replaces it, as on the wire). The subscription resumes after the last event it delivered when the
+   * new one replaces it, as on the wire). The subscription resumes after the last event it took when the
    * connection is lost, when the broker sends a resync frame, when it sees a gap in seq (without a type filter),
-   * and when more than highWaterMark events wait to be read (it stops taking them, and picks up where it left
-   * off once they are read), so it never skips or repeats an event.
+   * and when its buffer of events not yet read holds highWaterMark events or highWaterMarkBytes bytes (it stops
+   * taking them, and picks up after the last it took once they are read), so it never skips or repeats an event.
    */
   subscribe(options = {}) {
     // NB: made before the subscription it replaces is closed: options it refuses leave that one as it was.
-    const sub = new Subscription(options, (s) => this.#resubscribe(s), (s) => {
+    const sub = new Subscription(options, DEFAULT_HIGH_WATER_MARK_FRAMES * this.#opts.maxFrame, (s) => this.#resubscribe(s), (s) => {
       if (this.#sub === s) this.#sub = null;
     }, (err) => this.#listenerFailed(err, "onEvent"));
     if (this.#sub) this.#sub.close();
@@ -365,8 +368,8 @@ export class CrewClient extends EventEmitter {
           finish(new BrokerError("encode-failed", "hello: the credentials cannot be written as JSON", { method: "hello" }));
         }
       });
-      conn.onFrame = (frame) => {
-        if (done) return this.#onFrame(conn, frame);
+      conn.onFrame = (frame, bytes) => {
+        if (done) return this.#onFrame(conn, frame, bytes);
         // NB: id "" answers no request: with an error it is the broker's refusal of the connection, and anything else
         // under it is no answer to the hello.
         if (frame.id !== "hello" && !(frame.id === "" && frame.error)) {
@@ -487,8 +490,8 @@ export class CrewClient extends EventEmitter {
     if (call.id !== null) this.#byId.delete(call.id);
   }
 
-  #onFrame(conn, frame) {
-    if (typeof frame.event === "string") return this.#onPush(conn, frame);
+  #onFrame(conn, frame, bytes) {
+    if (typeof frame.event === "string") return this.#onPush(conn, frame, bytes);
     if (frame.id === "" && frame.error) {
       conn.closeError = new BrokerError(frame.error.code, frame.error.message);
       return;
@@ -513,10 +516,10 @@ export class CrewClient extends EventEmitter {
     }
   }
 
-  #onPush(conn, frame) {
+  #onPush(conn, frame, bytes) {
     switch (frame.event) {
       case "team.event":
-        if (this.#sub) this.#sub._push(frame.seq ?? frame.data?.metadata?.seq, frame.data);
+        if (this.#sub) this.#sub._push(frame.seq ?? frame.data?.metadata?.seq, frame.data, bytes);
         break;
       case "resync":
         if (this.#sub) this.#sub._resync(frame.data?.fromSeq);
@@ -537,7 +540,7 @@ export class CrewClient extends EventEmitter {
     if (!conn || sub.closed) return;
     sub._conn = conn; // the connection it was last asked on (#down)
     const id = String(++this.#nextId);
-    const params = { sinceSeq: sub.lastSeq };
+    const params = { sinceSeq: sub._takenSeq };
     if (sub.types) params.types = sub.types;
     if (sub.runId) params.runId = sub.runId;
     sub._pending = id;
@@ -601,16 +604,20 @@ export class CrewClient extends EventEmitter {
 
 /**
  * The events of one subscription, as an async iterator (for await … of) and, with options.onEvent, a callback.
- * lastSeq is the seq of the last event delivered (or the sinceSeq it started from).
+ * lastSeq is the seq of the last event handed over (returned by next() or passed to onEvent), or the sinceSeq it
+ * started from: the cursor to subscribe again from. _takenSeq is the last one taken off the wire (buffered or handed
+ * over), the cursor the subscription resumes from itself, its buffer being read first.
  */
 export class Subscription {
-  #queue = [];
+  #queue = []; // {seq, event, bytes} taken and not yet read
+  #queuedBytes = 0;
   #waiters = [];
   #resume;
   #detach;
   #onEvent;
   #listenerFailed;
   #hwm;
+  #hwmBytes;
   #paused = false;
   #error = null;
   closed = false;
@@ -618,36 +625,47 @@ export class Subscription {
   _pending = null;
   _conn = null;
 
-  constructor(options, resume, detach, listenerFailed) {
+  constructor(options, defaultHighWaterMarkBytes, resume, detach, listenerFailed) {
     const since = options.sinceSeq ?? 0;
     if (!Number.isInteger(since) || since < 0) throw new TypeError("sinceSeq must be a non-negative integer");
     this.lastSeq = since;
+    this._takenSeq = since;
     this.types = options.types;
     this.runId = options.runId;
     this.#onEvent = option("subscribe", options, "onEvent", undefined, isFunction, "a function");
     this.#listenerFailed = listenerFailed;
     // NB: NaN, say, would never be reached, and the events the iterator does not read would be kept without bound.
     this.#hwm = option("subscribe", options, "highWaterMark", DEFAULT_HIGH_WATER_MARK, isPositiveInteger, "a positive integer");
+    this.#hwmBytes = option("subscribe", options, "highWaterMarkBytes", defaultHighWaterMarkBytes, isPositiveInteger, "a positive integer");
     this.#resume = resume;
     this.#detach = detach;
   }
 
-  _push(seq, event) {
+  // _push takes the event of a team.event push of the given bytes, unless it was taken already, or the buffer is full:
+  // then it and every later push are left to the broker until the buffer is read, and the subscription resumes after
+  // the last event it took (#again, from next()).
+  _push(seq, event, bytes = 0) {
     if (this.closed || this._pending !== null || this.#paused || typeof seq !== "number") return;
-    if (seq <= this.lastSeq) return; // a replay of what was delivered
-    if (!this.types && seq !== this.lastSeq + 1) {
+    if (seq <= this._takenSeq) return; // a replay of what was taken
+    if (!this.types && seq !== this._takenSeq + 1) {
       this.#again(); // a gap: something was lost on the way
       return;
     }
-    this.lastSeq = seq;
-    if (this.#onEvent) callListener(this.#onEvent, undefined, [event], this.#listenerFailed);
-    if (this.#waiters.length > 0) {
-      this.#waiters.shift().resolve({ value: event, done: false });
+    if (this.#waiters.length === 0 && !this.#onEvent && this.#queue.length > 0 && this.#queuedBytes + bytes > this.#hwmBytes) {
+      // NB: one event is buffered however large, else one over the limit would never be delivered.
+      this.#paused = true;
       return;
     }
-    if (this.#onEvent) return; // a callback consumer does not also iterate
-    this.#queue.push(event);
-    if (this.#queue.length >= this.#hwm) this.#paused = true; // picked up again from lastSeq once read
+    this._takenSeq = seq;
+    if (this.#onEvent || this.#waiters.length > 0) { // handed over at once: nothing to buffer
+      this.lastSeq = seq;
+      if (this.#onEvent) callListener(this.#onEvent, undefined, [event], this.#listenerFailed);
+      if (this.#waiters.length > 0) this.#waiters.shift().resolve({ value: event, done: false });
+      return; // NB: a callback consumer does not also iterate: its events are not buffered
+    }
+    this.#queue.push({ seq, event, bytes });
+    this.#queuedBytes += bytes;
+    if (this.#queue.length >= this.#hwm || this.#queuedBytes >= this.#hwmBytes) this.#paused = true;
   }
 
   _resync() {
@@ -679,12 +697,14 @@ export class Subscription {
 
   next() {
     if (this.#queue.length > 0) {
-      const value = this.#queue.shift();
+      const { seq, event, bytes } = this.#queue.shift();
+      this.#queuedBytes -= bytes;
+      this.lastSeq = seq;
       if (this.#paused && this.#queue.length === 0) {
         this.#paused = false;
         this.#again();
       }
-      return Promise.resolve({ value, done: false });
+      return Promise.resolve({ value: event, done: false });
     }
     if (this.closed) {
       if (this.#error) {
@@ -747,8 +767,9 @@ class Connection {
     while ((nl = this.#buf.indexOf("\n")) >= 0) {
       const line = this.#buf.slice(0, nl);
       this.#buf = this.#buf.slice(nl + 1);
+      const bytes = Buffer.byteLength(line) + 1;
       // Whether a frame over the cap is refused must not depend on how the socket cut the stream into reads.
-      if (Buffer.byteLength(line) + 1 > this.#maxFrame) return this.#oversize();
+      if (bytes > this.#maxFrame) return this.#oversize();
       if (line.trim() === "") continue;
       let frame;
       try {
@@ -762,7 +783,7 @@ class Connection {
         this.#socket.destroy();
         return;
       }
-      this.onFrame(frame);
+      this.onFrame(frame, bytes);
     }
     // What waits for its newline is a frame of at least one byte more.
     if (Buffer.byteLength(this.#buf) >= this.#maxFrame) this.#oversize();

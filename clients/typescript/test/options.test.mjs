@@ -33,17 +33,19 @@ test("a client option of the wrong kind is refused at construction with a TypeEr
   new CrewClient({ ...base, ...Object.fromEntries(Object.keys(bad).map((name) => [name, undefined])) }); // the defaults
 });
 
-test("a subscription's highWaterMark of the wrong kind is refused with a TypeError, and the subscription held stays", { timeout: 10_000 }, async (t) => {
+test("a subscription's highWaterMark or highWaterMarkBytes of the wrong kind is refused with a TypeError, and the subscription held stays", { timeout: 10_000 }, async (t) => {
   const path = await serveRequests(t, (req, send) => send({ id: req.id, result: { subscribed: true, sinceSeq: 0 } }));
   const c = await CrewClient.connect({ socketPath: path, credentials: { role: "admin", token: "x" } });
   t.after(() => c.close());
   const held = c.subscribe({ runId: "R" });
-  for (const highWaterMark of [NaN, 0, -1, 1.5, Infinity, "10"]) {
-    assert.throws(() => c.subscribe({ runId: "R", highWaterMark }), (err) => {
-      assert.ok(err instanceof TypeError, `${String(highWaterMark)}: ${err}`);
-      assert.match(err.message, /highWaterMark/);
-      return true;
-    });
+  for (const name of ["highWaterMark", "highWaterMarkBytes"]) {
+    for (const value of [NaN, 0, -1, 1.5, Infinity, "10"]) {
+      assert.throws(() => c.subscribe({ runId: "R", [name]: value }), (err) => {
+        assert.ok(err instanceof TypeError, `${name}: ${String(value)}: ${err}`);
+        assert.match(err.message, new RegExp(`options\\.${name}\\b`));
+        return true;
+      });
+    }
   }
   assert.equal(held.closed, false, "a refused subscribe() does not replace the subscription");
   c.subscribe({ runId: "R", highWaterMark: 1 });
