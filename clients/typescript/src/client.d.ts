@@ -55,9 +55,10 @@ export interface ClientOptions<R extends Role = Role> {
    */
   maxFrame?: number;
   /**
-   * The most bytes of requests that may wait in the socket to be written (default 16 × maxFrame): a call that would
-   * pass it, because the broker is not reading, is refused locally with code busy (retry later), and nothing of it is
-   * sent.
+   * The most bytes of requests that may wait in the socket to be written (default 16 × maxFrame), and apart from them
+   * the most that may wait for a connection (while the client connects, or connects again): a call that would pass
+   * it, because the broker is not reading or not there, is refused locally with code busy (retry later), and nothing
+   * of it is sent. Calls a lost connection leaves unanswered wait for the next one whatever their bytes.
    */
   maxQueuedBytes?: number;
   /**

@@ -52,8 +52,9 @@ const DEFAULT_HIGH_WATER_MARK = 10000;
 // The bytes of events a subscription buffers for its iterator, as frames at maxFrame: at 10000 events of up to a frame
 // each, a consumer that stops reading would otherwise hold gigabytes of a run whose workers write large messages.
 const DEFAULT_HIGH_WATER_MARK_FRAMES = 64;
-// The bytes of requests that may wait in the socket to be written, as frames at the default cap: a broker that
-// stops reading must not make a caller that keeps calling hold everything it sent in memory.
+// The bytes of requests that may wait in the socket to be written, and apart from them for a connection, as frames at
+// the default cap: a broker that stops reading, or is not there, must not make a caller that keeps calling hold
+// everything it asked in memory.
 const DEFAULT_MAX_QUEUED_FRAMES = 16;
 
 // option is options[name], or fallback when it is absent; a value check refuses is a TypeError that names it.
@@ -73,6 +74,15 @@ const TIMEOUT_MS = "a number of ms (1 to 2³¹−1) or Infinity (none)";
 // isParams is whether v may be a call's params: an object JSON writes as one (no array), or absent (undefined, null).
 const isParams = (v) => v === undefined || v === null || (typeof v === "object" && !Array.isArray(v));
 const describe = (v) => (Array.isArray(v) ? "an array" : `a ${typeof v}`);
+// requestBytes is about the bytes of a request of method with params p as the client writes it (its id aside); 0 when
+// JSON cannot write it (the call is refused encode-failed when sent).
+function requestBytes(method, p) {
+  try {
+    return Buffer.byteLength(JSON.stringify({ id: "", method, params: p }) + "\n");
+  } catch {
+    return 0;
+  }
+}
 
 // callListener calls a listener of the application and hands what it throws, or what the promise it returns rejects
 // with, to failed: the client calls listeners from its socket's handlers, and an exception out of one would leave the
@@ -117,6 +127,7 @@ export class CrewClient extends EventEmitter {
   #nextId = 0;
   #calls = new Set(); // calls not yet answered, in the order they were made
   #byId = new Map(); // request id on the current connection → call
+  #unsentBytes = 0; // the bytes of the calls that wait for a connection to be sent on (call.unsent)
   #sub = null;
   hello = null;
 
@@ -209,7 +220,7 @@ export class CrewClient extends EventEmitter {
     if (this.#closed) return Promise.reject(new BrokerError("closed", "client closed", { method, commandId }));
     if (this.#fatal) return Promise.reject(this.#failure(this.#fatal, method, commandId));
     return new Promise((resolve, reject) => {
-      const call = { method, params: p, commandId, resolve, reject, id: null, timer: null, sent: false };
+      const call = { method, params: p, commandId, resolve, reject, id: null, timer: null, sent: false, unsent: false };
       if (method === "task.waitStatus") {
         const t = p.timeoutMs;
         call.waitMs = Number.isFinite(t) ? Math.min(Math.max(Math.floor(t), 0), MAX_WAIT_MS) : DEFAULT_WAIT_MS;
@@ -224,10 +235,22 @@ export class CrewClient extends EventEmitter {
           reject(new BrokerError("timeout", `${method}: no answer within ${timeoutMs} ms`, { method, commandId }));
         }, Math.min(timeoutMs, MAX_TIMER_MS));
       }
-      this.#calls.add(call);
       const conn = this.#live();
+      if (!conn) {
+        // NB: what waits for a connection is bounded as what waits in the socket is: a caller that keeps calling while
+        // the broker is down must not make the client hold all it asked.
+        call.bytes = requestBytes(method, p);
+        if (this.#unsentBytes + call.bytes > this.#opts.maxQueuedBytes) {
+          this.#settle(call);
+          reject(new BrokerError("busy", `${method}: ${this.#unsentBytes} bytes of requests already wait for a ` +
+            `connection (maxQueuedBytes ${this.#opts.maxQueuedBytes})`, call));
+          return;
+        }
+      }
+      this.#calls.add(call);
       if (conn) this.#send(conn, call);
       else {
+        this.#unsent(call, true);
         this.#awaitDeadline(call);
         // A connection closing (#live) connects again once closed (#down), which sends the call.
         if (!this.#conn) this.#connect().catch(() => {}); // the call is failed by #connect if connecting fails for good
@@ -432,6 +455,7 @@ export class CrewClient extends EventEmitter {
       `${call.method}: the connection was lost before the answer; it may have been done, and is not sent again: ${err.message}`));
     for (const call of this.#calls) {
       call.id = null; // the id of a connection that is gone: the call is not on the next one until sent there
+      this.#unsent(call, true);
       this.#awaitDeadline(call);
     }
     if (this.#calls.size > 0 || (this.#sub && !this.#sub.closed)) this.#connect().catch(() => {});
@@ -451,6 +475,7 @@ export class CrewClient extends EventEmitter {
       params = { ...params, timeoutMs: Math.max(0, Math.ceil(left)) };
     }
     call.sent = true;
+    this.#unsent(call, false);
     const id = String(++this.#nextId);
     call.id = id;
     this.#byId.set(id, call);
@@ -483,9 +508,19 @@ export class CrewClient extends EventEmitter {
     call.reject(new BrokerError("wait-timeout", "wait timed out", call));
   }
 
+  // #unsent marks whether call waits for a connection to be sent on, and counts its bytes among #unsentBytes then.
+  // NB: a call a lost connection leaves unanswered counts again, over maxQueuedBytes if it must: it was taken.
+  #unsent(call, waits) {
+    if (call.unsent === waits) return;
+    call.unsent = waits;
+    call.bytes ??= requestBytes(call.method, call.params);
+    this.#unsentBytes += waits ? call.bytes : -call.bytes;
+  }
+
   #settle(call) {
     clearTimeout(call.timer);
     clearTimeout(call.deadlineTimer);
+    this.#unsent(call, false);
     this.#calls.delete(call);
     if (call.id !== null) this.#byId.delete(call.id);
   }

@@ -46,6 +46,19 @@ test("calls to a broker that stops reading are refused busy once maxQueuedBytes 
   assert.deepEqual(new Set(codes), new Set(["busy", "closed"]));
 });
 
+test("calls made while no connection carries them are refused busy once maxQueuedBytes of them wait, not kept without end", { timeout: 10_000 }, async (t) => {
+  const path = await serveEvery(t, () => {}); // never answers the hello: the client waits for a connection
+  const maxQueuedBytes = 4096;
+  const c = new CrewClient({ socketPath: path, credentials: { role: "admin", token: "x" }, maxQueuedBytes, connectTimeoutMs: 60_000, callTimeoutMs: Infinity });
+  const pad = "x".repeat(1000); // a request of about 1050 bytes: three fit in 4096, a fourth would not
+  const outcomes = [];
+  for (let i = 0; i < 10; i++) outcomes.push(c.call("ping", { pad }).then(() => "answered", (err) => err.code));
+  const refused = outcomes.slice(3);
+  assert.deepEqual(await Promise.all(refused), Array(7).fill("busy"));
+  await c.close();
+  assert.deepEqual(await Promise.all(outcomes.slice(0, 3)), Array(3).fill("closed"));
+});
+
 test("a subscription whose events.subscribe does not fit in a frame ends with encode-failed, not waits forever", { timeout: 10_000 }, async (t) => {
   const socketPath = await fakeBroker(t, (req) => JSON.stringify({ id: req.id, result: { subscribed: true, sinceSeq: 0 } }));
   const c = await CrewClient.connect({ socketPath, credentials: { role: "admin", token: "x" }, maxFrame: 1024 });
