@@ -32,10 +32,13 @@
 //     previous record; the head (last position + hash) is written in the same
 //     batch as the records it covers. Verify detects any flipped byte in any
 //     record, index entry, outcome, snapshot or the head, and names the first
-//     bad position. NB: Verify checks each outcome against the records of its
-//     command, not the records against the outcomes: a flipped byte in the key
-//     of an outcome that wrote no event, or an outcome removed whole, is not
-//     detected, and its command id would be decided again.
+//     bad position. Verify checks each outcome against the records of its
+//     command and each record stamped with a command id against the outcome
+//     of its command, so an outcome that wrote events cannot be removed or
+//     shortened unseen. NB: an outcome that wrote no event is found in no
+//     record: a flipped byte in its key, or its removal whole, is not
+//     detected unless its principal's tally then counts more such outcomes
+//     than remain, and its command id would be decided again.
 //
 //   - Fail stop: after a write or sync error every later Append returns
 //     ErrFailed. Reopening recovers every acknowledged append; the failed
@@ -259,10 +262,12 @@
 // Records keep the plain command id (the record format is unchanged); the
 // principal is not stored in them, since the caller can tell it from the
 // envelope (actor, stream): Verify, given VerifyOptions.Principal, checks
-// every outcome's first and last events against its principal and id. The
-// step to format 3 (Upgrade.MoveOutcomes) moves each 'c' outcome to the
-// principal its first event names (the caller decides, and names one for
-// outcomes that wrote no events); moved outcomes have no fingerprint.
+// every outcome's first and last events against its principal and id, and
+// every record stamped with a command id against the outcome of its
+// principal and id. The step to format 3 (Upgrade.MoveOutcomes) moves each
+// 'c' outcome to the principal its first event names (the caller decides,
+// and names one for outcomes that wrote no events); moved outcomes have no
+// fingerprint.
 //
 // # Format version
 //

@@ -43,24 +43,47 @@ type VerifyOptions struct {
 	Principal func(dst []byte, ev *Event) []byte
 }
 
-// Verify walks the whole store and checks, in order: the format marker;
-// every record's checksum and structure; that positions run gapless from 1;
-// that each record's position matches its key; the hash chain; that every
-// stream's versions run gapless from 1 and its index entries point at
-// exactly its records; the head; the outcome table (each outcome decodes,
-// points inside the log, at events of that command and, with
-// VerifyOptions.Principal, of that principal; a format-3 store holds no
-// outcome of the older layout); the snapshot slot, the views, the summaries,
-// the tallies and the source sequence AppendFrom records. The first problem
-// is returned as a *CorruptError (wrapping ErrCorrupt) naming the first bad
-// position when the damage is in a record.
+// Verify walks the whole store and checks, in order (eventlog's package
+// doc lists the same checks):
+//
+//   - the format marker decodes and is not newer than this build's
+//     (*FormatError), and the head decodes;
+//   - every record: its key, its checksum and structure, that positions run
+//     gapless from 1 to the head and each matches its key, the hash chain,
+//     and that every stream's versions run gapless from 1; then that the
+//     head names the last record and its hash;
+//   - the stream index: each stream's entries cover its versions 1..n
+//     exactly once, in order, each pointing at its record;
+//   - from format 2 on, the stream catalog: each stream has the one entry
+//     its version 1 implies (position and time), and no entry names a
+//     stream the log does not have;
+//   - the outcome table: each outcome decodes and points inside the log, its
+//     first and last records are of its command and, with
+//     VerifyOptions.Principal, of its principal; a store before format 3
+//     has its outcomes in the older layout, checked alike by command id,
+//     and a format-3 store holds none of that layout;
+//   - the converse: every record stamped with a command id lies inside the
+//     positions an outcome of its command (and principal) names, and none
+//     inside another command's (verify_covered.go);
+//   - the snapshot slot: every snapshot whole, sealed and not beyond the
+//     head;
+//   - the views and the summaries: keys, seals, positions that are their
+//     stream's, each summary under both its keys alike and the summaries'
+//     counts;
+//   - the tallies: keys, seals, no principal's tally above its outcomes
+//     with no event, and no group's above all of those;
+//   - the source sequence AppendFrom records: sealed and whole.
+//
+// The first problem is returned as a *CorruptError (wrapping ErrCorrupt)
+// naming the first bad position when the damage is in a record.
 //
 // Verify reads a consistent Pebble snapshot, so it may run while appends
 // continue; it checks the log up to the durable head at its start.
 //
-// Damage is a *CorruptError and only damage is: a read that fails (an I/O
-// error) is returned as it came, so a caller can tell a store it could not
-// check from a damaged one.
+// Damage is a *CorruptError and only damage is (a block of a table that
+// fails its checksum included, named by its table): a read that fails (an
+// I/O error) is returned as it came, so a caller can tell a store it could
+// not check from a damaged one.
 func (l *Log) Verify(opts *VerifyOptions) (VerifyReport, error) {
 	rep, err := l.verify(opts)
 	return rep, tableDamage(err)
@@ -129,15 +152,20 @@ func (l *Log) verify(opts *VerifyOptions) (VerifyReport, error) {
 			return rep, err
 		}
 	}
-	n, err := pre.verify(cmds, func() (int, error) { return verifyCommands(snap, h.Position, ch, cmds) })
+	n, spans, err := pre.verify(cmds, func() (int, []outcomeSpan, error) {
+		return verifyCommands(snap, h.Position, ch, cmds)
+	})
 	if err != nil {
 		return rep, err
 	}
-	legacy, err := verifyLegacyCommands(snap, h.Position, format, ch)
+	legacy, err := verifyLegacyCommands(snap, h.Position, format, ch, cmds, &spans)
 	if err != nil {
 		return rep, err
 	}
 	n += legacy
+	if err := verifyCovered(snap, cmds, spans, ch); err != nil {
+		return rep, err
+	}
 	s, err := verifySnapshots(snap, h.Position)
 	if err != nil {
 		return rep, err
@@ -367,7 +395,7 @@ func verifyIndex(snap *pebble.Snapshot, streams streamVersions) error {
 }
 
 // verifyCommands checks every outcome of the outcome table and returns how
-// many it holds.
+// many it holds and, of each that wrote events, its span (for verifyCovered).
 //
 // cmds holds, per position, the seeded hash of the record's principal and
 // command id (verifyRecords): an outcome whose two ends hash like it is
@@ -376,20 +404,34 @@ func verifyIndex(snap *pebble.Snapshot, streams streamVersions) error {
 // all the rest of Verify; the records themselves are checksummed and
 // chained, and a collision of a per-run random 64-bit seeded hash is not a
 // risk that matters next to that.
-func verifyCommands(snap *pebble.Snapshot, headPos uint64, ch *commandHasher, cmds []uint64) (int, error) {
-	return eachKey(snap, prefixOutcome, func(k, v []byte) error {
+func verifyCommands(snap *pebble.Snapshot, headPos uint64, ch *commandHasher, cmds []uint64) (int, []outcomeSpan,
+	error) {
+	var spans []outcomeSpan
+	n, err := eachKey(snap, prefixOutcome, func(k, v []byte) error {
 		o, err := decodeOutcome(k, v)
 		if err != nil {
 			return err
 		}
-		return verifyOutcome(snap, headPos, k, &o, ch.ofOutcome(&o), cmds, ch)
+		hash := ch.ofOutcome(&o)
+		if err := verifyOutcome(snap, headPos, k, &o, hash, cmds, ch); err != nil {
+			return err
+		}
+		if o.Count > 0 {
+			spans = append(spans, outcomeSpan{first: o.First, last: o.First + o.Count - 1, hash: hash})
+		}
+		return nil
 	})
+	return n, spans, err
 }
 
 // verifyLegacyCommands checks the command table of formats 1 and 2 ('c'
 // keys, command id only), which a store keeps until its step to format 3;
-// a format-3 store must hold none.
-func verifyLegacyCommands(snap *pebble.Snapshot, headPos uint64, format uint32, ch *commandHasher) (int, error) {
+// a format-3 store must hold none. It appends to spans the span of each
+// outcome that wrote events, hashed as cmds holds its first record (whose
+// command id it has just compared): a legacy outcome names no principal,
+// so its records must be of the principal that wrote its first.
+func verifyLegacyCommands(snap *pebble.Snapshot, headPos uint64, format uint32, ch *commandHasher, cmds []uint64,
+	spans *[]outcomeSpan) (int, error) {
 	idOnly := &commandHasher{seed: ch.seed}
 	return eachKey(snap, prefixCommand, func(k, v []byte) error {
 		if format >= FormatPrincipalOutcomes {
@@ -401,7 +443,13 @@ func verifyLegacyCommands(snap *pebble.Snapshot, headPos uint64, format uint32, 
 		}
 		// NB: cmds hashes principals when the caller checks them; a legacy
 		// outcome has none, so every comparison reads the record back.
-		return verifyOutcome(snap, headPos, k, &o, 0, nil, idOnly)
+		if err := verifyOutcome(snap, headPos, k, &o, 0, nil, idOnly); err != nil {
+			return err
+		}
+		if o.Count > 0 {
+			*spans = append(*spans, outcomeSpan{first: o.First, last: o.First + o.Count - 1, hash: cmds[o.First-1]})
+		}
+		return nil
 	})
 }
 

@@ -70,11 +70,12 @@ func (s *outcomeScan) stop() {
 	<-s.done
 }
 
-// verify waits for the scan and returns how many outcomes the table holds
-// when every outcome decoded, points inside the head and at records whose
-// hash (cmds, from the walk) is its own; otherwise it returns what exact
-// (the single pass of verifyCommands) returns.
-func (s *outcomeScan) verify(cmds []uint64, exact func() (int, error)) (int, error) {
+// verify waits for the scan and returns how many outcomes the table holds,
+// and the spans of those that wrote events, when every outcome decoded,
+// points inside the head and at records whose hash (cmds, from the walk) is
+// its own; otherwise it returns what exact (the single pass of
+// verifyCommands) returns.
+func (s *outcomeScan) verify(cmds []uint64, exact func() (int, []outcomeSpan, error)) (int, []outcomeSpan, error) {
 	<-s.done
 	if s.err != nil {
 		return exact()
@@ -84,5 +85,5 @@ func (s *outcomeScan) verify(cmds []uint64, exact func() (int, error)) (int, err
 			return exact()
 		}
 	}
-	return s.n, nil
+	return s.n, s.spans, nil
 }
