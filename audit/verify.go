@@ -37,7 +37,9 @@ type UnusableSnapshot struct {
 // Verify checks the store's integrity (eventlog.Log.Verify: checksums,
 // positions, the hash chain, the stream index, the outcome table — each
 // outcome against the command id and the principal its events name
-// (events.EventPrincipal) — the snapshot) and the domain invariants of Check in one pass over the log:
+// (events.EventPrincipal), and each record of a command against its
+// outcome — the snapshot, the derived data) and the domain invariants of
+// Check in one pass over the log:
 // the invariant fold consumes each record the integrity walk has just
 // decoded and checked, instead of reading the log a second time.
 //

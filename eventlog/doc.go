@@ -173,6 +173,48 @@
 // commit pipeline, and the single-writer engine above batches many commands
 // into one Append.
 //
+// # Verify
+//
+// Verify reads one consistent Pebble snapshot (appends may continue) up to
+// the durable head at its start, and checks, in this order:
+//
+//   - the format marker decodes and is not newer than this build's (a
+//     *FormatError), and the head decodes;
+//   - every record: its key, its checksum and structure, that positions run
+//     gapless from 1 to the head (no record missing, none beyond it) and
+//     each matches its key, the hash chain, and that every stream's
+//     versions run gapless from 1; then that the head names the last
+//     position and its hash;
+//   - the stream index: each stream's entries cover its versions 1..n
+//     exactly once, in order, each pointing at its record;
+//   - from format 2 on, the stream catalog: each stream has the entry its
+//     version 1 implies (that position and its record's time), and no entry
+//     names a stream the log does not have;
+//   - the outcome table: each outcome's key and seal, that its positions lie
+//     inside the log, and that its first and last records are of its
+//     command and, given VerifyOptions.Principal, of its principal; a store
+//     before format 3 has its outcomes in the older layout ('c'), checked
+//     alike by command id, and a format-3 store holds none of that layout;
+//   - the converse: every record stamped with a command id lies inside the
+//     positions an outcome of its command (and principal) names, and no
+//     record inside another command's (verify_covered.go);
+//   - the snapshot slot: every snapshot, whole or in chunks, sealed,
+//     complete (header, chunks, checksum of the whole) and not beyond the
+//     head;
+//   - the views: key, seal, and a position that is one of its stream's;
+//   - the summaries: keys, seals, a position that is one of its stream's,
+//     each version stored under both its keys alike, and the counts (by
+//     stream and by ordinal) agreeing with each other and with the keys;
+//   - the tallies: keys, seals, no principal's tally above its outcomes
+//     with no event, and no group's above all of those;
+//   - the source sequence AppendFrom records: sealed and eight bytes.
+//
+// The first problem is a *CorruptError (wrapping ErrCorrupt) naming the
+// first bad position when the damage is in a record, else the damaged key;
+// a block of a table that fails its checksum is one too, naming the table.
+// A read that fails (an I/O error) is returned as it came. VerifyReport
+// counts what was checked.
+//
 // # Key layout
 //
 //	key                                      value

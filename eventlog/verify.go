@@ -43,36 +43,8 @@ type VerifyOptions struct {
 	Principal func(dst []byte, ev *Event) []byte
 }
 
-// Verify walks the whole store and checks, in order (eventlog's package
-// doc lists the same checks):
-//
-//   - the format marker decodes and is not newer than this build's
-//     (*FormatError), and the head decodes;
-//   - every record: its key, its checksum and structure, that positions run
-//     gapless from 1 to the head and each matches its key, the hash chain,
-//     and that every stream's versions run gapless from 1; then that the
-//     head names the last record and its hash;
-//   - the stream index: each stream's entries cover its versions 1..n
-//     exactly once, in order, each pointing at its record;
-//   - from format 2 on, the stream catalog: each stream has the one entry
-//     its version 1 implies (position and time), and no entry names a
-//     stream the log does not have;
-//   - the outcome table: each outcome decodes and points inside the log, its
-//     first and last records are of its command and, with
-//     VerifyOptions.Principal, of its principal; a store before format 3
-//     has its outcomes in the older layout, checked alike by command id,
-//     and a format-3 store holds none of that layout;
-//   - the converse: every record stamped with a command id lies inside the
-//     positions an outcome of its command (and principal) names, and none
-//     inside another command's (verify_covered.go);
-//   - the snapshot slot: every snapshot whole, sealed and not beyond the
-//     head;
-//   - the views and the summaries: keys, seals, positions that are their
-//     stream's, each summary under both its keys alike and the summaries'
-//     counts;
-//   - the tallies: keys, seals, no principal's tally above its outcomes
-//     with no event, and no group's above all of those;
-//   - the source sequence AppendFrom records: sealed and whole.
+// Verify walks the whole store and makes, in order, every check the
+// package doc lists under "Verify".
 //
 // The first problem is returned as a *CorruptError (wrapping ErrCorrupt)
 // naming the first bad position when the damage is in a record.

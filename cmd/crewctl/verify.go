@@ -45,14 +45,19 @@ func (a *app) verifyCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "verify",
 		Short: "Check the store's integrity and the domain invariants",
-		Long: `verify checks the store (checksums, gapless positions, the hash chain, the
-head, the stream index, the command table and the snapshot) and then folds the
-log and checks the domain invariants: per task tokensSpent = Σ reservations +
-Σ charges, tokensGranted written once, every reservation within what
-remained of the grant at its admission (and of the run pool in nested budget
-mode), held slots = in-flight delegations, one terminal event per ended
-delegation. It names the first bad position (for damage outside the records,
-an outcome or a snapshot say, the damaged key) and exits 1 on any problem.
+		Long: `verify checks the store — the format marker; every record's checksum,
+gapless positions, the hash chain and gapless stream versions; the head; the
+stream index and the stream catalog; the outcome table both ways (every
+outcome points at records of its command and principal, every record of a
+command lies inside its command's outcome); the snapshot, the views, the
+summaries, the tallies and the copy's source sequence (eventlog's package doc
+lists each check) — and then folds the log and checks the domain invariants:
+per task tokensSpent = Σ reservations + Σ charges, tokensGranted written once,
+every reservation within what remained of the grant at its admission (and of
+the run pool in nested budget mode), held slots = in-flight delegations, one
+terminal event per ended delegation. It names the first bad position (for
+damage outside the records, an outcome or a snapshot say, the damaged key) and
+exits 1 on any problem.
 A read of the store that fails (an I/O error) is not damage: verify says it
 could not read the store and exits 3, as when the store does not open.
 
