@@ -62,7 +62,7 @@ func TestDifferentialEveryStateAnswersAlike(t *testing.T) {
 	for s := uint64(100); s < uint64(100+stepsFromEnv("CREWLOG_DIFF_SEEDS", 0)); s++ {
 		seeds = append(seeds, s)
 	}
-	coldChecks, covered := 0, map[string]int{}
+	coldChecks, covered, completed := 0, map[string]int{}, 0
 	for _, seed := range seeds {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			n, paths := differential(t, seed, differentialSteps())
@@ -70,7 +70,15 @@ func TestDifferentialEveryStateAnswersAlike(t *testing.T) {
 			for path, k := range paths {
 				covered[path] += k
 			}
+			completed++
 		})
+	}
+	// NB: what follows is asked of the seeds together, so it is asked only when every seed ran to its end: a -run
+	// (or -skip) pattern naming some seeds runs only those (t.Run returns true for the others without calling
+	// them), and a seed that failed stopped before counting its paths; either would fail here with no path missed.
+	if completed < len(seeds) {
+		t.Logf("cold comparisons and paths taken not checked: %d of %d seeds ran to their end", completed, len(seeds))
+		return
 	}
 	// NB: the comparisons of cold runs read back compare nothing while no run is cold.
 	require.Positive(t, coldChecks, "no comparison met a cold run")
