@@ -151,6 +151,16 @@ func (n *Node) promote(stopFollow func(), followDone <-chan error) error {
 		return err
 	}
 	n.sub.Store(sub)
+	// NB: the subscription reaches the server asynchronously: until it does, a follower's forward (or a peer's
+	// request) finds no responder. A round trip to the server makes Elected mean serving; the watchdog bounds it as
+	// it bounds the promotion, and the flush wants a deadline of its own.
+	fctx, fcancel := context.WithTimeout(ctx, n.o.promoteStallFor())
+	err = n.o.Conn.FlushWithContext(fctx)
+	fcancel()
+	if err != nil {
+		n.stopServing()
+		return promoteErr(ctx, fmt.Errorf("cluster: subscribe to the commands subject: %w", err))
+	}
 	if n.ctx.Err() != nil {
 		// NB: failed or closed while it subscribed, before fail or Close found a subscription to end.
 		n.stopServing()
