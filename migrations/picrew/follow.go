@@ -124,8 +124,10 @@ type Follower struct {
 	o    FollowOptions
 	src  *source
 
-	runs     map[string]*runFollower
-	cks      map[string]events.ImportCheckpoint // by relative path, as loaded at start
+	runs map[string]*runFollower
+	cks  map[string]events.ImportCheckpoint // by relative path, as loaded at start
+	// cksOfRun holds the paths of cks by the run whose files they are (checkpointRun): remember keeps it.
+	cksOfRun runIndex
 	reported reportedOnce
 	lastCkpt time.Time
 	// fullPasses counts the passes that looked at every run.
@@ -133,6 +135,9 @@ type Follower struct {
 	// listWork counts the files and tails followedFiles looked at, over every pass: tests hold it linear in a run's
 	// files (up to 3 × maxRunFiles + 1 a pass).
 	listWork uint64
+	// goneWork counts the checkpoints and directories watched (or lost) gone looked at, over every pass: tests hold it linear
+	// in those of the runs removed.
+	goneWork uint64
 
 	mu    sync.Mutex
 	stats FollowStats
@@ -416,9 +421,10 @@ func (f *Follower) gone(r *runFollower, w *watcher) {
 	for _, w := range r.whole {
 		known[w.rel] = true
 	}
-	dirs := []string{f.src.rel(r.dir) + "/", f.src.rel(f.src.steeringDir(r.id)) + "/"}
-	for path, c := range f.cks {
-		if !c.Gone && !known[path] && (strings.HasPrefix(path, dirs[0]) || strings.HasPrefix(path, dirs[1])) {
+	// NB: the run's checkpoints alone (cksOfRun): those of its directory and its steering directory.
+	for path := range f.cksOfRun[r.id] {
+		f.goneWork++
+		if c := f.cks[path]; !c.Gone && !known[path] {
 			r.tails[path] = &tailState{tail: tail{rel: c.Path, inode: c.Inode, size: c.Size, offset: c.Offset,
 				lines: c.Lines, hash: c.LastLineHash}}
 		}
@@ -516,11 +522,18 @@ func (f *Follower) flushCheckpoints(ctx context.Context, force bool) {
 // the follower reads a gone checkpoint as none (the file is read from its start if it comes back), and pi-crew's
 // retention removes every run in turn, so kept, the gone ones grew with every file of every run ever followed.
 func (f *Follower) remember(c events.ImportCheckpoint) {
+	run, ofRun := checkpointRun(c.Path)
 	if c.Gone {
 		delete(f.cks, c.Path)
+		if ofRun {
+			f.cksOfRun.remove(run, c.Path)
+		}
 		return
 	}
 	f.cks[c.Path] = c
+	if ofRun {
+		f.cksOfRun.add(run, c.Path)
+	}
 }
 
 // sendBatch is how many writes one import.append carries at most (the

@@ -364,7 +364,7 @@ func restartedFollower(t *testing.T, root string, sink *memSink) (fl *Follower, 
 	require.NoError(t, err)
 	fl, pass, reported = stepFollower(t, root, sink)
 	for _, c := range cks {
-		fl.cks[c.Path] = c
+		fl.remember(c) // as Run loads them
 	}
 	return fl, pass, reported
 }

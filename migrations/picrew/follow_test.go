@@ -703,7 +703,7 @@ func TestFollowResumesAfterALongLine(t *testing.T) {
 	fl2 := NewFollower(root.Dir, sink, o)
 	fl2.cks = map[string]events.ImportCheckpoint{}
 	for _, c := range cks {
-		fl2.cks[c.Path] = c
+		fl2.remember(c) // as Run loads them
 	}
 	reported = nil
 	fl2.pass(t.Context(), runsDir, true, nil)

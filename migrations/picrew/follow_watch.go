@@ -25,7 +25,10 @@ type watcher struct {
 	// lost are the directories watched (dirs: directory → run) whose watch a notification said is gone or names
 	// another directory now: removed, renamed away, or replaced under their name (dropLost).
 	lost map[string]string
-	done chan struct{}
+	// dirsOfRun and lostOfRun hold the directories of dirs and lost by their run (runIndex.set keeps them; wt.mu
+	// guards them): what one run has watched is found without a look at every run's (removeRun, dropLost).
+	dirsOfRun, lostOfRun runIndex
+	done                 chan struct{}
 }
 
 func (f *Follower) watch(ctx context.Context, runsDir string) *watcher {
@@ -48,7 +51,7 @@ func (f *Follower) watch(ctx context.Context, runsDir string) *watcher {
 		return wt
 	}
 	wt.w = w
-	wt.dirs[runsDir] = ""
+	wt.dirsOfRun.set(wt.dirs, runsDir, "")
 	go wt.loop(ctx)
 	return wt
 }
@@ -72,7 +75,7 @@ func (wt *watcher) loop(ctx context.Context) {
 				// NB: a directory watched that went (its watch went with it), was renamed away (fsnotify drops the
 				// watch) or was replaced under its name (renamed over): the directory now there is not watched, and
 				// kept in dirs it never was again (addRun adds what dirs lacks), its files' changes woke nothing.
-				wt.lost[ev.Name] = self
+				wt.lostOfRun.set(wt.lost, ev.Name, self)
 			}
 			wt.mu.Unlock()
 			switch {
@@ -142,14 +145,14 @@ func (wt *watcher) addRun(r *runFollower, steering string) {
 			}
 		}
 		wt.mu.Lock()
-		wt.dirs[d] = r.id
+		wt.dirsOfRun.set(wt.dirs, d, r.id)
 		count(1)
 		wt.mu.Unlock()
 		// NB: fsnotify is called without wt.mu: its reader may send on Errors while it holds its own lock (a watch
 		// it fails to drop), which Add waits for, and the loop that would take that error waits for wt.mu.
 		if wt.w.Add(d) != nil {
 			wt.mu.Lock()
-			delete(wt.dirs, d)
+			wt.dirsOfRun.unset(wt.dirs, d)
 			count(-1)
 			wt.mu.Unlock()
 		}
@@ -165,17 +168,15 @@ func (wt *watcher) addRun(r *runFollower, steering string) {
 func (wt *watcher) dropLost(id, tasks string) {
 	wt.mu.Lock()
 	var lost, gone []string
-	for l, run := range wt.lost {
-		if run == id {
-			lost = append(lost, l)
-		}
+	for l := range wt.lostOfRun[id] {
+		lost = append(lost, l)
 	}
 	if len(lost) == 0 {
 		wt.mu.Unlock()
-		return // NB: before going over dirs, every run's: addRun asks at every run a pass syncs
+		return // NB: before going over the run's dirs: addRun asks at every run a pass syncs
 	}
-	for d, run := range wt.dirs {
-		if run == id && slices.ContainsFunc(lost, func(l string) bool {
+	for d := range wt.dirsOfRun[id] {
+		if slices.ContainsFunc(lost, func(l string) bool {
 			return d == l || strings.HasPrefix(d, l+string(filepath.Separator))
 		}) {
 			gone = append(gone, d)
@@ -189,10 +190,10 @@ func (wt *watcher) dropLost(id, tasks string) {
 	defer wt.mu.Unlock()
 	for _, l := range lost {
 		// NB: only those handled: one the loop added since is another loss, for the next pass.
-		delete(wt.lost, l)
+		wt.lostOfRun.unset(wt.lost, l)
 	}
 	for _, d := range gone {
-		delete(wt.dirs, d)
+		wt.dirsOfRun.unset(wt.dirs, d)
 		if filepath.Dir(d) == tasks {
 			wt.tasks[id]--
 		}
@@ -214,17 +215,16 @@ func (wt *watcher) removeRun(id string) {
 	}
 	var gone []string
 	wt.mu.Lock()
-	for d, run := range wt.dirs {
-		if run == id {
-			gone = append(gone, d)
-			delete(wt.dirs, d)
-		}
+	// NB: the run's own (dirsOfRun, lostOfRun), not every run's.
+	for d := range wt.dirsOfRun[id] {
+		wt.f.goneWork++
+		gone = append(gone, d)
+		wt.dirsOfRun.unset(wt.dirs, d)
 	}
 	delete(wt.tasks, id)
-	for l, run := range wt.lost {
-		if run == id {
-			delete(wt.lost, l)
-		}
+	for l := range wt.lostOfRun[id] {
+		wt.f.goneWork++
+		wt.lostOfRun.unset(wt.lost, l)
 	}
 	wt.mu.Unlock()
 	for _, d := range gone { // NB: without wt.mu, as in addRun
