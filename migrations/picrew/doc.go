@@ -66,7 +66,8 @@
 //     manifest.json, tasks.json and delivery.json are read whole up to
 //     16 MiB each (maxWholeFile: pi-crew rewrites them whole at every
 //     change, and a real run keeps them far smaller), once per change; a
-//     larger one is reported and not read the same way. Of delivery.json
+//     larger one is reported and not read the same way (a Follower
+//     refuses it by its stat, without opening it). Of delivery.json
 //     the states of 10,000 messages are kept (maxDeliveryStates, pi-crew's
 //     own bound), those of the run's messages (read so far, by a follower)
 //     first, then of other ids, the most advanced of each (acknowledged,

@@ -96,6 +96,11 @@ func (c *crewRoot) readWhole(p string, w *wholeFile, refused stamp) (b []byte, s
 	if (w != nil && w.st == st) || st == refused {
 		return nil, st, false, nil
 	}
+	if st.size > maxWholeFile {
+		// NB: refused by its stat, not opened: refused unread, it is never the file last read (w), and a file past
+		// the cap (a worker's delivery.json growing with its messages) was opened at every pass.
+		return nil, st, false, &tooLargeError{size: st.size, limit: maxWholeFile}
+	}
 	b, info, err := c.readFile(p)
 	if err != nil {
 		return nil, st, false, err
