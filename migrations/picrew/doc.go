@@ -288,7 +288,8 @@
 //   - Never fatal, always reported (once): a partial last line waits for
 //     its newline (reported only if it stays so, in a file that does not
 //     grow, for SettleAfter: a reader can find a line cut while its write
-//     is still going on); a corrupt line is skipped; a file whose inode changed
+//     is still going on; read again only once the file's size changes); a
+//     corrupt line is skipped; a file whose inode changed
 //     (rotation, compaction), that shrank below what was read (truncation),
 //     or whose last line read is no longer where it was (rewritten in
 //     place) is read again from its start; an archive renamed from the live file

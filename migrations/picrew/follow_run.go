@@ -900,6 +900,13 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 		s.skip(r.id, t.rel, 0, 0, "%s", why)
 		t.reset(inode)
 		replaced = true
+	} else if !replay && t.partial.stays(t.offset, size) {
+		// NB: all the file holds past what was read is the partial last line the last read found, at the same size:
+		// read again, it yields nothing new. A line a writer killed mid-line left was read at every pass, with the
+		// line before it read back (rewritten), for as long as the file stayed so: up to 8 MiB a file a pass.
+		t.size = size
+		f.notePartial(r, t, t.offset, size, true)
+		return true
 	} else if !replay && size != t.offset && t.rewritten(f.src.files(), path) {
 		s.skip(r.id, t.rel, 0, 0,
 			"rewritten in place (the last line read is no longer where it was): read again from the start")
@@ -926,7 +933,8 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 	t.size = size
 	r.tasksReread = false
 	// NB: a read takes at most maxTailRead bytes: the lines past them are read at the next pass.
-	through = size-t.offset <= maxTailRead
+	toEnd := size-t.offset <= maxTailRead
+	through = toEnd
 	n := 0
 	for _, l := range lines {
 		if replay && l.end > upTo {
@@ -958,12 +966,22 @@ func (f *Follower) readTail(r *runFollower, path string, t *tailState, upTo int6
 		r.lastChange = f.o.now()
 		f.count(func(st *FollowStats) { st.Lines += uint64(n) })
 	}
-	if partial >= 0 && !replay && t.partial.observe(partial, size, f.o.now(), f.o.SettleAfter) {
-		s.skip(r.id, t.rel, int(t.lines+1), 0,
-			"partial last line (no newline yet) at byte %d, unchanged for %s: read when it is complete", partial,
-			f.o.SettleAfter)
+	if partial >= 0 && !replay {
+		f.notePartial(r, t, partial, size, toEnd)
 	}
 	return through || replaced
+}
+
+// notePartial notes the partial last line at offset at of t's file, of size bytes, found by a read to the file's end
+// or not (partialLine.observe, toEnd), and reports one that stayed so for SettleAfter, once.
+func (f *Follower) notePartial(r *runFollower, t *tailState, at, size int64, toEnd bool) {
+	stayed := t.partial.observe(at, size, f.o.now(), f.o.SettleAfter)
+	t.partial.toEnd = toEnd
+	if stayed {
+		f.src.skip(r.id, t.rel, int(t.lines+1), 0,
+			"partial last line (no newline yet) at byte %d, unchanged for %s: read when it is complete", at,
+			f.o.SettleAfter)
+	}
 }
 
 // waitsForArchive reports whether the live file at path (events.jsonl, or a mailbox's inbox.jsonl or outbox.jsonl),

@@ -61,6 +61,9 @@ type partialLine struct {
 	at, size int64     // where it starts; the file's size when first seen so
 	since    time.Time // when first seen at this offset and size
 	reported bool
+	// toEnd: the read that last found it read the file to its end (its size then), not to a cut at maxTailRead, which
+	// leaves the rest of the read without its newline too, the file going on past it.
+	toEnd bool
 }
 
 // observe records a partial last line at offset at in a file of size bytes
@@ -76,6 +79,12 @@ func (p *partialLine) observe(at, size int64, now time.Time, still time.Duration
 	}
 	p.reported = true
 	return true
+}
+
+// stays reports whether the partial last line seen is all a file of size bytes holds past at, the offset read up
+// to, as when it was seen (by a read to the file's end): read again, it would yield nothing new.
+func (p *partialLine) stays(at, size int64) bool {
+	return p.seen && p.toEnd && p.at == at && p.size == size
 }
 
 // line is one complete line read by a tail.
