@@ -493,6 +493,13 @@ func (f *Follower) settledAtStart(r *runFollower) bool {
 			return false
 		}
 		if !whole {
+			if t := r.tails[p]; t != nil && c.LastLineHash != "" && t.inode == c.Inode && t.offset == c.Offset &&
+				t.hash == c.LastLineHash {
+				// NB: read to its checkpoint by this follower, which looks at it at every pass (readTail): not read
+				// back. maybeSleep asks after every pass, and a run that cannot be let go (a partial last line keeps
+				// its file from matching) had the last line of each of its other files read back at every pass.
+				return true
+			}
 			good, _ := f.src.files().resumable(p, c)
 			return good
 		}
