@@ -282,9 +282,11 @@
 //     reconciled with its files, as the one-shot import does, once its files
 //     have been still for SettleAfter (2 s); once its checkpoints are
 //     written it is let go (dormant, as if found settled at start), so
-//     memory holds the live runs only; a run with maxPending writes, or
-//     maxPendingBytes of lines read, waiting for the daemon is not read
-//     further until the daemon takes them.
+//     memory holds the live runs only, and looked at again at a
+//     notification naming it or every tenth pass (dormantEvery, polling
+//     or not), so a pass costs little of the runs that finished; a run
+//     with maxPending writes, or maxPendingBytes of lines read, waiting
+//     for the daemon is not read further until the daemon takes them.
 //   - Never fatal, always reported (once): a partial last line waits for
 //     its newline (reported only if it stays so, in a file that does not
 //     grow, for SettleAfter: a reader can find a line cut while its write

@@ -186,8 +186,8 @@ func (f *Follower) count(fn func(*FollowStats)) {
 	f.mu.Unlock()
 }
 
-// dormantEvery is how many full passes (with notifications on) go by
-// between two looks at a finished run nothing notified about.
+// dormantEvery is how many full passes go by between two looks at a
+// finished run nothing notified about.
 const dormantEvery = 10
 
 // maxReported bounds the set that keeps each report to once (reportedOnce).
@@ -322,10 +322,12 @@ func (f *Follower) pass(ctx context.Context, runsDir string, all bool, w *watche
 	if all {
 		f.fullPasses++
 	}
-	// With notifications, a finished run at rest is looked at without one
-	// only every dormantEvery full passes: a root with many finished runs
-	// costs a stat of each of their files every ten seconds, not every one.
-	skipDormant := w.active() && f.fullPasses%dormantEvery != 1
+	// A finished run at rest is looked at without a notification only
+	// every dormantEvery full passes: a root with many finished runs costs a
+	// stat of each of their files every ten seconds, not every one (every
+	// 2.5 s, not four times a second, polling without notifications, where
+	// a change to one is seen that much later).
+	skipDormant := f.fullPasses%dormantEvery != 1
 	for id, r := range f.runs {
 		if r.dormant && skipDormant && !dirty[id] {
 			continue

@@ -183,7 +183,7 @@ func TestImportFollowsAChangedUsage(t *testing.T) {
 		writeUsageRun(t, root, first, 1790928050000)
 		l, eng, fl := followThroughEngine(t, root, clock, time.Nanosecond)
 		passes := func() {
-			fl.passes(t, 3)
+			fl.passes(t, dormantEvery+1) // a finished run at rest is looked at every dormantEvery passes
 			require.Zero(t, fl.Stats().Refused)
 		}
 		passes()
