@@ -144,6 +144,12 @@ func TestTheHostCheckTakesThePublicURLsHost(t *testing.T) {
 		{"https://crew.example.com/", "crew.example.com.evil.example", http.StatusForbidden},
 		{"https://crew.example.com/", "localhost:7717", http.StatusOK},
 		{"https://[2001:db8::7]/", "[2001:db8::7]", http.StatusOK},
+		// An IPv6 zone names the proxy's interface on its own machine only: a client or proxy drops it from the
+		// Host it sends (RFC 6874; net/http's client, as here, writes "[fe80::1%eth0]:8080" as "[fe80::1]:8080").
+		{"http://[fe80::1%25eth0]:8080/", "[fe80::1%eth0]:8080", http.StatusOK},
+		{"http://[fe80::1%25eth0]:8080/", "[fe80::1]:8080", http.StatusOK},
+		{"http://[fe80::1%25eth0]:8080/", "[FE80::1]", http.StatusOK},
+		{"http://[fe80::1%25eth0]:8080/", "[fe80::2]:8080", http.StatusForbidden},
 	} {
 		f := newFixture(t, Options{PublicURL: c.public})
 		req, err := http.NewRequest(http.MethodGet, f.web.URL+"/api/v1/runs", nil)

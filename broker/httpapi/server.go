@@ -55,8 +55,7 @@ type Server struct {
 	closeGrace time.Duration
 	// publicURL is Options.PublicURL as CheckPublicURL returns it ("": none), the base of the login links.
 	publicURL string
-	// publicHost is the host name of publicURL ("": none), which the Host check (hostAllowed) takes as well, with no
-	// trailing dot: the check takes a Host's off too, so "crew.example.com." names the host either way.
+	// publicHost is the host of publicURL as the Host check (hostAllowed) compares it ("": none): hostForCheck's.
 	publicHost string
 
 	mu      sync.Mutex
@@ -89,7 +88,7 @@ func New(opts Options) (*Server, error) {
 	// NB: validate checked PublicURL; "" (no public URL) is refused, and so stays "".
 	s.publicURL, _ = CheckPublicURL(o.PublicURL, o.SecureCookie)
 	if u, err := url.Parse(s.publicURL); err == nil {
-		s.publicHost = strings.TrimSuffix(u.Hostname(), ".")
+		s.publicHost = hostForCheck(u.Hostname())
 	}
 	s.sessions = newSecrets(o.MaxSessions, maxSessionsPerCredential, s.credentialValid)
 	s.codes = newSecrets(maxLoginCodes, maxLoginCodesPerCredential, s.credentialValid)
@@ -283,8 +282,20 @@ func (s *Server) hostAllowed(r *http.Request) bool {
 	if loopbackHost(host) {
 		return true
 	}
-	host = strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"), ".")
-	return s.publicHost != "" && strings.EqualFold(host, s.publicHost)
+	return s.publicHost != "" && strings.EqualFold(hostForCheck(host), s.publicHost)
+}
+
+// hostForCheck is host (no port; an IPv6 address bracketed or not) as the Host check compares it with the public
+// URL's: without brackets, a trailing dot ("crew.example.com." names the same host) or an IPv6 zone. NB: a zone
+// ("%eth0", "%25eth0") names an interface of the machine that sends, so a client or proxy drops it from the Host it
+// sends (RFC 6874; net/http's client does): a public URL of fe80::1%25eth0 is reached with the Host [fe80::1]. An
+// address, zoned or not, is no name a rebinding page's DNS controls.
+func hostForCheck(host string) string {
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if ip, _, zoned := strings.Cut(host, "%"); zoned {
+		host = ip
+	}
+	return strings.TrimSuffix(host, ".")
 }
 
 // authed is a route that needs a principal.
