@@ -3,6 +3,7 @@ package audit
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -59,6 +60,27 @@ func TestDiffPaths(t *testing.T) {
 		{"$.x", "true", absent},
 		{"$.y", absent, "false"},
 	}, d)
+}
+
+// TestDiffAtMostListsTheFirstAndCountsAll: DiffAtMost lists the first most differences of Diff's, in its order, and
+// counts every one; most <= 0 lists them all.
+func TestDiffAtMostListsTheFirstAndCountsAll(t *testing.T) {
+	a := map[string]any{"runs": []any{map[string]any{"status": "running", "n": 1}}, "x": true}
+	b := map[string]any{"runs": []any{map[string]any{"status": "completed", "n": 1}, 2}, "y": false}
+	every, err := Diff(a, b)
+	require.NoError(t, err)
+	require.Len(t, every, 4)
+	for _, c := range []struct{ most, listed int }{{-1, 4}, {0, 4}, {1, 1}, {3, 3}, {4, 4}, {5, 4}} {
+		t.Run(strconv.Itoa(c.most), func(t *testing.T) {
+			d, err := DiffAtMost(a, b, c.most)
+			require.NoError(t, err)
+			require.Equal(t, Differences{Listed: every[:c.listed], Total: 4}, d)
+		})
+	}
+	d, err := DiffAtMost(a, a, 1)
+	require.NoError(t, err)
+	require.Zero(t, d.Total)
+	require.Empty(t, d.Listed)
 }
 
 // TestExplainScenario: every decision of the engine-written scenario is

@@ -25,19 +25,70 @@ const absent = "(absent)"
 // each name an id (recordIDKeys: a View's runs, tasks, delegations and
 // accounts) are paired by it, so a record one side lacks is one difference,
 // named by its index on the side that holds it; other lists are compared
-// index by index.
+// index by index. NB: every one, however many: for states that may differ
+// everywhere (a damaged store), DiffAtMost.
 func Diff(a, b any) ([]Difference, error) {
+	d, err := DiffAtMost(a, b, 0)
+	return d.Listed, err
+}
+
+// Differences is what DiffAtMost found: the first differences, in document order, and how many there are in all.
+type Differences struct {
+	Listed []Difference
+	Total  int
+}
+
+// DiffAtMost compares a and b as Diff does, but lists only the first most differences (most <= 0: every one) and
+// counts the rest. NB: a store whose snapshot or log is damaged can differ from a rebuilt state at millions of
+// places: listed, each holds the texts of its sides (whole records, for one a side lacks), and the list grew as
+// large as the state and printed as many lines; counted, a difference beyond the first costs nothing, its texts
+// not made.
+func DiffAtMost(a, b any, most int) (Differences, error) {
 	va, err := generic(a)
 	if err != nil {
-		return nil, err
+		return Differences{}, err
 	}
 	vb, err := generic(b)
 	if err != nil {
-		return nil, err
+		return Differences{}, err
 	}
-	var out []Difference
-	diffValues("$", va, vb, &out)
-	return out, nil
+	l := diffList{most: most}
+	diffValues("$", va, vb, &l)
+	return Differences{Listed: l.listed, Total: l.total}, nil
+}
+
+// diffList gathers a comparison's differences: it counts every one, and keeps the first most (most <= 0: all).
+type diffList struct {
+	most   int
+	listed []Difference
+	total  int
+}
+
+// add counts a difference at path whose sides are left and right (sideText) and keeps it while the list has room,
+// only then writing its sides' texts.
+func (l *diffList) add(path string, left, right any) {
+	l.total++
+	if l.most > 0 && len(l.listed) >= l.most {
+		return
+	}
+	l.listed = append(l.listed, Difference{path, sideText(left), sideText(right)})
+}
+
+// absentSide is the side of a difference that has no value at its path.
+type absentSide struct{}
+
+// madeText is the side of a difference whose text is made already (to compare it).
+type madeText string
+
+// sideText is the text of a difference's side v: absent, the text made, or v's compact JSON.
+func sideText(v any) string {
+	switch v := v.(type) {
+	case absentSide:
+		return absent
+	case madeText:
+		return string(v)
+	}
+	return text(v)
 }
 
 // generic turns v into maps, slices and json.Numbers.
@@ -55,7 +106,7 @@ func generic(v any) (any, error) {
 	return out, nil
 }
 
-func diffValues(path string, a, b any, out *[]Difference) {
+func diffValues(path string, a, b any, out *diffList) {
 	switch x := a.(type) {
 	case map[string]any:
 		if y, ok := b.(map[string]any); ok {
@@ -75,9 +126,9 @@ func diffValues(path string, a, b any, out *[]Difference) {
 				p := path + "." + k
 				switch {
 				case !oka:
-					*out = append(*out, Difference{p, absent, text(vb)})
+					out.add(p, absentSide{}, vb)
 				case !okb:
-					*out = append(*out, Difference{p, text(va), absent})
+					out.add(p, va, absentSide{})
 				default:
 					diffValues(p, va, vb, out)
 				}
@@ -93,9 +144,9 @@ func diffValues(path string, a, b any, out *[]Difference) {
 			for ; i < len(x) || j < len(y); i, j = i+1, j+1 {
 				switch {
 				case i >= len(x):
-					*out = append(*out, Difference{index(path, j), absent, text(y[j])})
+					out.add(index(path, j), absentSide{}, y[j])
 				case j >= len(y):
-					*out = append(*out, Difference{index(path, i), text(x[i]), absent})
+					out.add(index(path, i), x[i], absentSide{})
 				default:
 					diffValues(index(path, i), x[i], y[j], out)
 				}
@@ -104,7 +155,7 @@ func diffValues(path string, a, b any, out *[]Difference) {
 		}
 	}
 	if ta, tb := text(a), text(b); ta != tb {
-		*out = append(*out, Difference{path, ta, tb})
+		out.add(path, madeText(ta), madeText(tb))
 	}
 }
 
@@ -156,17 +207,17 @@ func idsBy(list []any, key []string) (recordList, bool) {
 // one difference, named by its index on the side that has it, where an index-by-index comparison made one of every
 // field that tells each record after it from its neighbour. It stops at the first two records both sides hold in
 // another order (a difference of the order, which an index-by-index comparison of the rest shows) and returns where.
-func diffRecords(path string, x, y []any, ix, iy recordList, out *[]Difference) (i, j int) {
+func diffRecords(path string, x, y []any, ix, iy recordList, out *diffList) (i, j int) {
 	for i < len(x) || j < len(y) {
 		switch {
 		case i < len(x) && j < len(y) && ix.ids[i] == iy.ids[j]:
 			diffValues(index(path, i), x[i], y[j], out)
 			i, j = i+1, j+1
 		case i < len(x) && !iy.set[ix.ids[i]]:
-			*out = append(*out, Difference{index(path, i), text(x[i]), absent})
+			out.add(index(path, i), x[i], absentSide{})
 			i++
 		case j < len(y) && !ix.set[iy.ids[j]]:
-			*out = append(*out, Difference{index(path, j), absent, text(y[j])})
+			out.add(index(path, j), absentSide{}, y[j])
 			j++
 		default:
 			return i, j

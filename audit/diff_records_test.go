@@ -88,7 +88,7 @@ func TestCompareSnapshotLackingARun(t *testing.T) {
 	defer l.Close()
 	res, err := Replay(l, ReplayOptions{})
 	require.NoError(t, err)
-	d, err := CompareSnapshot(l, res.State, "")
+	d, err := CompareSnapshot(l, res.State, "", 0)
 	require.NoError(t, err)
 	require.Len(t, d.Differences, 1, "first: %v", d.Differences[0])
 	require.Equal(t, "$.runs[0]", d.Differences[0].Path)

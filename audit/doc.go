@@ -23,6 +23,9 @@
 //     fold stops when its context ends, and nothing of it is kept.
 //   - Replay's At and PositionAt resolve a time to the same position.
 //   - Every problem names the first bad position.
+//   - A comparison of states (CompareSnapshot, DiffAtMost) counts every
+//     difference but holds only the first ones it is asked to list: two
+//     states of a damaged store may differ at millions of places.
 //
 // # Limits
 //

@@ -27,7 +27,7 @@ func TestCompareSnapshotWithColdRuns(t *testing.T) {
 	for _, to := range []uint64{head, snapAt, snapAt - 1} {
 		res, err := Replay(l, ReplayOptions{To: to})
 		require.NoError(t, err)
-		d, err := CompareSnapshot(l, res.State, "")
+		d, err := CompareSnapshot(l, res.State, "", 0)
 		require.NoError(t, err)
 		require.Equal(t, snapAt, d.SnapshotPosition)
 		require.Empty(t, d.Differences, "replayed to %d", to)
@@ -56,7 +56,7 @@ func TestCompareSnapshotOfAnotherPosition(t *testing.T) {
 	for _, to := range []uint64{head, head - 1} {
 		res, err := Replay(l, ReplayOptions{To: to})
 		require.NoError(t, err)
-		_, err = CompareSnapshot(l, res.State, "")
+		_, err = CompareSnapshot(l, res.State, "", 0)
 		require.ErrorIs(t, err, projections.ErrBadSnapshot, "replayed to %d", to)
 		require.ErrorContains(t, err, fmt.Sprintf("snapshot at %d holds the state at position %d", head,
 			older.Position))

@@ -45,9 +45,11 @@ func ViewOf(s *projections.State, run string) View {
 type SnapshotDiff struct {
 	// SnapshotPosition is the snapshot's position; Compared is the
 	// position both states were brought to before comparing.
-	SnapshotPosition uint64       `json:"snapshotPosition"`
-	Compared         uint64       `json:"compared"`
-	Differences      []Difference `json:"differences"`
+	SnapshotPosition uint64 `json:"snapshotPosition"`
+	Compared         uint64 `json:"compared"`
+	// Differences lists the first differences (CompareSnapshot's most); Total counts them all.
+	Differences []Difference `json:"differences"`
+	Total       int          `json:"total"`
 }
 
 // CompareSnapshot compares rebuilt (a fold from position 1) with the newest
@@ -55,12 +57,14 @@ type SnapshotDiff struct {
 // to the same position with the log's tail, which is exactly how the daemon
 // starts; when rebuilt stops before it, a fresh fold is taken to the
 // snapshot's position. Both sides then must be equal: a difference means the
-// snapshot does not hold what the log says. Left is the rebuilt side. A run
+// snapshot does not hold what the log says. Left is the rebuilt side; the
+// first most differences are listed (most <= 0: all) and all are counted
+// (DiffAtMost). A run
 // of the snapshot gone cold whose read back from the log fails is an error
 // (wrapping eventlog.ErrCorrupt when the log is damaged), not a difference; a snapshot start-up does not load
 // (bytes that do not decode, the state at another position than it is stored at) is an error wrapping
 // projections.ErrBadSnapshot.
-func CompareSnapshot(l *eventlog.Log, rebuilt *projections.State, run string) (SnapshotDiff, error) {
+func CompareSnapshot(l *eventlog.Log, rebuilt *projections.State, run string, most int) (SnapshotDiff, error) {
 	snap, err := l.LatestSnapshot()
 	if err != nil {
 		return SnapshotDiff{}, fmt.Errorf("audit: snapshot: %w", err)
@@ -98,6 +102,7 @@ func CompareSnapshot(l *eventlog.Log, rebuilt *projections.State, run string) (S
 		// show as a difference: the snapshot was not compared, and the read's error says why.
 		return SnapshotDiff{}, fmt.Errorf("audit: snapshot at %d: read back a finished run: %w", snap.Position, cerr)
 	}
-	d.Differences, err = Diff(want, got)
+	found, err := DiffAtMost(want, got, most)
+	d.Differences, d.Total = found.Listed, found.Total
 	return d, err
 }

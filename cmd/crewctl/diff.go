@@ -16,9 +16,9 @@ import (
 // diffState compares the rebuilt state with the newest snapshot of the
 // store in dir (l), or with the live daemon's views when live is set.
 func (a *app) diffState(ctx context.Context, dir string, l *eventlog.Log, s *projections.State, run string,
-	live bool) (*diffOutput, error) {
+	live bool, most int) (*diffOutput, error) {
 	if !live {
-		d, err := audit.CompareSnapshot(l, s, run)
+		d, err := audit.CompareSnapshot(l, s, run, most)
 		switch {
 		case errors.Is(err, eventlog.ErrNotFound):
 			return nil, problemf("replay --diff: the store has no snapshot to compare with")
@@ -28,7 +28,7 @@ func (a *app) diffState(ctx context.Context, dir string, l *eventlog.Log, s *pro
 			return nil, problemf("replay --diff: %v", err)
 		}
 		return &diffOutput{Against: "snapshot", Position: d.Compared, SnapshotPosition: d.SnapshotPosition,
-			Differences: d.Differences}, nil
+			Differences: d.Differences, Total: d.Total}, nil
 	}
 	b, err := a.connect(ctx)
 	if err != nil {
@@ -46,11 +46,11 @@ func (a *app) diffState(ctx context.Context, dir string, l *eventlog.Log, s *pro
 	cutAsSent(&mine.Slots, slots)
 	mine.Position, daemon.Position = 0, 0
 	daemon.Config = mine.Config
-	diffs, err := audit.Diff(mine, daemon)
+	diffs, err := audit.DiffAtMost(mine, daemon, most)
 	if err != nil {
 		return nil, problemf("%v", err)
 	}
-	return &diffOutput{Against: "daemon", Position: s.Position, Differences: diffs}, nil
+	return &diffOutput{Against: "daemon", Position: s.Position, Differences: diffs.Listed, Total: diffs.Total}, nil
 }
 
 // liveView asks the daemon for the views of every run the rebuilt state

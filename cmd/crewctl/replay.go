@@ -19,7 +19,12 @@ type replayFlags struct {
 	at      string
 	explain bool
 	diff    bool
+	diffMax int
 }
+
+// defaultDiffMax is how many differences --diff lists unless --diff-max says otherwise: enough to see what differs,
+// where a damaged store can differ at millions of places.
+const defaultDiffMax = 100
 
 // replayOutput is replay's --json document.
 type replayOutput struct {
@@ -41,8 +46,10 @@ type diffOutput struct {
 	Against  string `json:"against"` // "snapshot" or "daemon"
 	Position uint64 `json:"position"`
 	// SnapshotPosition is where the snapshot was taken (against snapshot).
-	SnapshotPosition uint64             `json:"snapshotPosition,omitempty"`
-	Differences      []audit.Difference `json:"differences"`
+	SnapshotPosition uint64 `json:"snapshotPosition,omitempty"`
+	// Differences lists the first --diff-max differences, in document order; Total counts them all.
+	Differences []audit.Difference `json:"differences"`
+	Total       int                `json:"total"`
 }
 
 func (a *app) replayCmd() *cobra.Command {
@@ -74,7 +81,10 @@ daemon's views when --socket is given (the token from --token-file or
 <data>/admin.token), and exits 1 on any difference, or when the snapshot is
 one crewd does not load (another build's, the state at another position
 than it is stored at): there is nothing to compare. A run one side holds
-and the other does not is one difference, absent from that side. The texts and names
+and the other does not is one difference, absent from that side. It lists
+the first --diff-max differences (100 unless given; 0 lists every one) and
+says how many there are in all: a damaged store can differ at millions of
+places. The texts and names
 crewd sent without (textsOmitted, namesOmitted: an item larger than its
 frame) are not compared; a task's dependsOn it sent without is read page by
 page and compared. A finished run gone cold is compared as crewd reads it
@@ -99,6 +109,9 @@ it replays a JetStream cluster's log (a temporary copy of the stream).`,
 			if cmd.Flags().Changed("to") && f.to == 0 {
 				return usagef("replay: --to 0 is no position: positions start at 1")
 			}
+			if f.diffMax < 0 {
+				return usagef("replay: --diff-max %d: give how many differences to list, or 0 for every one", f.diffMax)
+			}
 			return a.replay(cmd.Context(), f, cmd.Flags().Changed("socket"))
 		},
 	}
@@ -108,6 +121,8 @@ it replays a JetStream cluster's log (a temporary copy of the stream).`,
 	fl.StringVar(&f.at, "at", "", "stop before the first event later than this RFC3339 time")
 	fl.BoolVar(&f.explain, "explain", false, "re-run every recorded decision and report policy drift")
 	fl.BoolVar(&f.diff, "diff", false, "compare the rebuilt state with the newest snapshot or the live daemon")
+	fl.IntVar(&f.diffMax, "diff-max", defaultDiffMax, "with --diff, list at most this many differences and count the "+
+		"rest (0: list every one)")
 	return c
 }
 
@@ -161,7 +176,7 @@ func (a *app) replay(ctx context.Context, f replayFlags, live bool) error {
 		}
 	}
 	if f.diff {
-		if out.Diff, err = a.diffState(ctx, dir, l, s, f.run, live); err != nil {
+		if out.Diff, err = a.diffState(ctx, dir, l, s, f.run, live, f.diffMax); err != nil {
 			return err
 		}
 	}
@@ -175,8 +190,8 @@ func (a *app) replay(ctx context.Context, f replayFlags, live bool) error {
 	switch {
 	case out.Drift > 0:
 		return found(fmt.Sprintf("policy drift in %d decision(s)", out.Drift))
-	case out.Diff != nil && len(out.Diff.Differences) > 0:
-		return found(fmt.Sprintf("%d difference(s) with the %s", len(out.Diff.Differences), out.Diff.Against))
+	case out.Diff != nil && out.Diff.Total > 0:
+		return found(fmt.Sprintf("%d difference(s) with the %s", out.Diff.Total, out.Diff.Against))
 	}
 	return nil
 }
@@ -236,9 +251,13 @@ func printReplay(w screen, out replayOutput) {
 			against = fmt.Sprintf("snapshot taken at %d", out.Diff.SnapshotPosition)
 		}
 		w.printf("\ndiff with the %s, compared at position %d: %d difference(s)\n", against, out.Diff.Position,
-			len(out.Diff.Differences))
+			out.Diff.Total)
 		for _, df := range out.Diff.Differences {
 			w.printf("  %s: rebuilt %s, %s %s\n", df.Path, df.Left, out.Diff.Against, df.Right)
+		}
+		if unlisted := out.Diff.Total - len(out.Diff.Differences); unlisted > 0 {
+			w.printf("  … and %d more, not listed (--diff-max %d; 0 lists every one)\n", unlisted,
+				len(out.Diff.Differences))
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/crewlog/crewlog/audit/audittest"
 	"github.com/crewlog/crewlog/eventlog"
+	"github.com/crewlog/crewlog/projections"
 )
 
 func TestReplayGolden(t *testing.T) {
@@ -296,4 +298,70 @@ func TestReplayToInsideADecisionWhoseStartCannotBeRead(t *testing.T) {
 	r = crewctl(t, nil, "replay", "--data", data, "--to", "9", "--explain")
 	require.Equal(t, exitProblem, r.code, r.out)
 	require.Contains(t, r.err, "9 is inside the decision at positions 8..10; stop at 7 or 10")
+}
+
+// TestReplayDiffListsTheFirstDifferences: a store whose snapshot differs from the log everywhere (here: it lacks every
+// run) made replay --diff print every difference, one line each and the whole record of a run one side lacks, and
+// a damaged store can differ at millions of places: it lists the first --diff-max (100 unless given), says how many
+// there are in all and how many are not listed, and --json holds the same; --diff-max 0 lists every one.
+func TestReplayDiffListsTheFirstDifferences(t *testing.T) {
+	dir := t.TempDir()
+	l, err := eventlog.Open(filepath.Join(dir, storeDir), nil)
+	require.NoError(t, err)
+	head, err := audittest.Large(l, 6000)
+	require.NoError(t, err)
+	lacking := projections.New()
+	lacking.Position = head
+	b, err := projections.EncodeSnapshot(lacking)
+	require.NoError(t, err)
+	require.NoError(t, l.SaveSnapshot(head, b))
+	require.NoError(t, l.Close())
+
+	all := crewctl(t, nil, "replay", "--data", dir, "--diff", "--diff-max", "0", "--json")
+	require.Equal(t, exitProblem, all.code, all.err)
+	var every replayOutput
+	require.NoError(t, json.Unmarshal([]byte(all.out), &every))
+	total := every.Diff.Total
+	require.Greater(t, total, defaultDiffMax, "the snapshot differs at more places than are listed by default")
+	require.Len(t, every.Diff.Differences, total)
+
+	for _, c := range []struct {
+		args   []string
+		listed int
+	}{
+		{nil, defaultDiffMax},
+		{[]string{"--diff-max", "5"}, 5},
+		{[]string{"--diff-max", strconv.Itoa(total)}, total},
+	} {
+		t.Run(fmt.Sprint(c.args), func(t *testing.T) {
+			args := append([]string{"replay", "--data", dir, "--diff"}, c.args...)
+			r := crewctl(t, nil, append(args, "--json")...)
+			require.Equal(t, exitProblem, r.code, r.err)
+			require.Contains(t, r.err, fmt.Sprintf("%d difference(s) with the snapshot", total))
+			var out replayOutput
+			require.NoError(t, json.Unmarshal([]byte(r.out), &out))
+			require.Equal(t, total, out.Diff.Total)
+			require.Equal(t, every.Diff.Differences[:c.listed], out.Diff.Differences, "the first, in order")
+
+			r = crewctl(t, nil, args...)
+			require.Equal(t, exitProblem, r.code, r.err)
+			require.Contains(t, r.out, fmt.Sprintf("compared at position %d: %d difference(s)\n", head, total))
+			lines := 0
+			for _, line := range strings.Split(r.out, "\n") {
+				if strings.HasPrefix(line, "  $") {
+					lines++
+				}
+			}
+			require.Equal(t, c.listed, lines, "one line per difference listed")
+			more := fmt.Sprintf("  … and %d more, not listed (--diff-max", total-c.listed)
+			if c.listed == total {
+				require.NotContains(t, r.out, "more, not listed")
+			} else {
+				require.Contains(t, r.out, more)
+			}
+		})
+	}
+	r := crewctl(t, nil, "replay", "--data", dir, "--diff", "--diff-max", "-1")
+	require.Equal(t, exitUsage, r.code, r.err)
+	require.Contains(t, r.err, "--diff-max -1")
 }
