@@ -176,5 +176,6 @@
 //     name is no secret), which signs the page out until its next login; over https with SecureCookie the name's
 //     __Host- prefix keeps a plain-http origin from doing so. The login links name Options.PublicURL, the proxy's
 //     address, which the operator gives: never a request's Host or X-Forwarded-* (publicurl.go); no path prefix, so
-//     the proxy serves the page at / of an origin of its own.
+//     the proxy serves the page at / of an origin of its own. The API's answers name the links' base
+//     (X-Crewlog-Login), which the page signed out shows.
 package httpapi

@@ -64,3 +64,17 @@ func (s *Server) linkBase() string {
 	}
 	return s.BaseURL()
 }
+
+// loginHeader names, on every answer of the API, the base of the login links the server hands out (signInBase): the
+// page's hint for a browser signed out shows where a link is opened, where it showed http://… whatever the links name.
+const loginHeader = "X-Crewlog-Login"
+
+// signInBase is where a login link is opened, as loginHeader names it: linkBase, but "" (none) with the Secure cookie
+// and no public URL. NB: then the links name the listener's plain-http address, where the browser keeps no Secure
+// cookie: a link is opened through the proxy's https address, which only the page knows (its own origin).
+func (s *Server) signInBase() string {
+	if s.publicURL == "" && s.opts.SecureCookie {
+		return ""
+	}
+	return s.linkBase()
+}

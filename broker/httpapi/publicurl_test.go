@@ -160,3 +160,42 @@ func TestTheHostCheckTakesThePublicURLsHost(t *testing.T) {
 		require.Equal(t, c.code, code, "public %q, Host %q: %v", c.public, c.host, m)
 	}
 }
+
+// TestRefusalsNameWhereLoginLinksAreOpened: the page's hint for a browser signed out showed http://…/login?code=…
+// whatever crewd's links name, an https public URL's too, so an operator behind a TLS proxy was told to open a
+// plain-http address; every API answer (a 401 first) now names, in X-Crewlog-Login, the base of the links crewd hands
+// out: the public URL, or the listener's address. With the Secure cookie and no public URL it names none: the links
+// name crewd's own plain-http address, which the proxy's https one (the page's own) stands in for.
+func TestRefusalsNameWhereLoginLinksAreOpened(t *testing.T) {
+	for _, c := range []struct {
+		name, public, want string // want "-": none; "": the listener's address
+		secure             bool
+	}{
+		{name: "none"},
+		{name: "https public URL", public: "https://crew.example.com/", want: "https://crew.example.com"},
+		{name: "https public URL, secure cookie", public: "https://crew.example.com:8443/", secure: true,
+			want: "https://crew.example.com:8443"},
+		{name: "secure cookie alone", secure: true, want: "-"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, Options{PublicURL: c.public, SecureCookie: c.secure})
+			want := c.want
+			if want == "" {
+				want = f.web.URL
+			}
+			for _, path := range []string{"/api/v1/runs", "/api/v1/stream", "/api/v1/nothing"} {
+				req, err := http.NewRequest(http.MethodGet, f.web.URL+path, nil)
+				require.NoError(t, err)
+				resp, err := f.web.Client().Do(req)
+				require.NoError(t, err)
+				resp.Body.Close()
+				require.Equal(t, http.StatusUnauthorized, resp.StatusCode, path)
+				if want == "-" {
+					require.Empty(t, resp.Header.Values(loginHeader), path)
+					continue
+				}
+				require.Equal(t, want, resp.Header.Get(loginHeader), path)
+			}
+		})
+	}
+}

@@ -306,6 +306,11 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	api := func(pattern string, h authed) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			// NB: on every answer, not only the 401s of authenticate: a read refused later (its token revoked while it
+			// waited for its turn) signs the page out as well.
+			if base := s.signInBase(); base != "" {
+				w.Header().Set(loginHeader, base)
+			}
 			p, e := s.authenticate(r)
 			if e != nil {
 				writeError(w, e)

@@ -14,7 +14,9 @@
 //   - Signed in on its own origin only: the login's redirect hands the page the session's proof in its fragment;
 //     the page keeps it in its origin's localStorage, which pages of other ports of the host cannot read (once crewd
 //     takes it: a fragment another page chose cannot replace it), and sends it with every read and on the stream
-//     (api.js), since crewd refuses the session cookie alone, which the browser sends to every port.
+//     (api.js), since crewd refuses the session cookie alone, which the browser sends to every port. Signed out, it
+//     says where a login link is opened: at the base crewd names on its answers (X-Crewlog-Login: an https public
+//     URL's too), or, crewd naming none, at the page's own address (format.js, loginLinkHint).
 //   - Live without reload: one EventSource on /api/v1/stream feeds every view; a resync (the page read too
 //     slowly) makes the views re-read what they show and reopens the stream live.
 //   - Bounded however long it stays open: a run view holds at most 50,000 of the run's events (api.js,

@@ -1,7 +1,7 @@
 // Unit tests of static/js/format.js, run by TestJavaScriptUnits (node --test).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { duration, countdown, tokens, policyWords, policyInputs, matches, parseTime, middle, proxyReasonWords } from '../static/js/format.js';
+import { duration, countdown, tokens, policyWords, policyInputs, matches, parseTime, middle, proxyReasonWords, loginLinkHint } from '../static/js/format.js';
 
 test('duration picks a unit a person reads at a glance', () => {
   assert.equal(duration(850), '850 ms');
@@ -79,4 +79,22 @@ test('proxyReasonWords says why a proxied call was refused', () => {
   assert.equal(proxyReasonWords('not-granted'), 'the tool is not in the job’s grant');
   assert.equal(proxyReasonWords('in-flight'), 'too many calls in flight');
   assert.equal(proxyReasonWords('something-new'), 'something-new');
+});
+
+test('loginLinkHint names the base of crewd\'s links, an https public URL\'s too, and the page\'s own without one', () => {
+  const page = 'https://proxy.example.com';
+  for (const [base, origin, want] of [
+    ['https://crew.example.com', 'https://crew.example.com', { link: 'https://crew.example.com/login?code=…', printed: true }],
+    ['https://crew.example.com:8443', page, { link: 'https://crew.example.com:8443/login?code=…', printed: true }],
+    ['https://[fe80::7%25eth0]:8443', page, { link: 'https://[fe80::7%25eth0]:8443/login?code=…', printed: true }],
+    ['http://127.0.0.1:7717', 'http://127.0.0.1:7717', { link: 'http://127.0.0.1:7717/login?code=…', printed: true }],
+    // No base: the Secure cookie without a public URL; the link's path and query are opened at the page's address.
+    [null, page, { link: 'https://proxy.example.com/login?code=…', printed: false }],
+    ['', page, { link: 'https://proxy.example.com/login?code=…', printed: false }],
+    // Not a base crewd hands out (a proxy's rewrite): the page's own address, never text shaped as a link elsewhere.
+    ['https://crew.example.com/login?code=x', page, { link: 'https://proxy.example.com/login?code=…', printed: false }],
+    ['javascript:alert(1)', page, { link: 'https://proxy.example.com/login?code=…', printed: false }],
+  ]) {
+    assert.deepEqual(loginLinkHint(base, origin), want, `base ${base}`);
+  }
 });

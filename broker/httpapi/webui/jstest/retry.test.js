@@ -150,6 +150,17 @@ test('get reads a read refused with 429 too-many-reads again, honouring Retry-Af
   assert.deepEqual(backoffs, [1, 0, 1, 0], 'the notice shows while a read waits, and goes');
 });
 
+test('a 401 carries the base of crewd\'s login links, its X-Crewlog-Login, for the hint of a page signed out', async () => {
+  reads.wait = async () => {};
+  reads.onBackoff = () => {};
+  const signedOut = { error: { code: 'auth', message: 'no credential' } };
+  fakeFetch([[401, signedOut, { 'X-Crewlog-Login': 'https://crew.example.com' }]]);
+  await assert.rejects(get('/runs'), (err) => err instanceof ApiError && err.status === 401 &&
+    err.loginBase === 'https://crew.example.com');
+  fakeFetch([[401, signedOut, {}]]);
+  await assert.rejects(get('/runs'), (err) => err instanceof ApiError && err.status === 401 && err.loginBase === null);
+});
+
 test('get fails at once on another error, and with the refusal once the retries are spent', async () => {
   reads.wait = async () => {};
   reads.random = () => 0;

@@ -36,15 +36,18 @@ function proof() {
 }
 
 /**
- * ApiError carries the API's {error:{code,message}}, the HTTP status and the
- * Retry-After in milliseconds (null without one).
+ * ApiError carries the API's {error:{code,message}}, the HTTP status, the
+ * Retry-After in milliseconds (null without one) and the base of crewd's
+ * login links, its X-Crewlog-Login (null without one), which the hint of a
+ * page signed out names.
  */
 export class ApiError extends Error {
-  constructor(status, code, message, retryAfter = null) {
+  constructor(status, code, message, retryAfter = null, loginBase = null) {
     super(message || code || `HTTP ${status}`);
     this.status = status;
     this.code = code;
     this.retryAfterMs = retryAfter;
+    this.loginBase = loginBase;
   }
 }
 
@@ -87,7 +90,8 @@ async function getOnce(url, signal) {
   }
   if (!res.ok) {
     const e = body && body.error;
-    throw new ApiError(res.status, e && e.code, e && e.message, retryAfterMs(res.headers.get('Retry-After'), Date.now()));
+    throw new ApiError(res.status, e && e.code, e && e.message, retryAfterMs(res.headers.get('Retry-After'), Date.now()),
+      res.headers.get('X-Crewlog-Login'));
   }
   return body;
 }

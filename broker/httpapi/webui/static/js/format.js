@@ -197,3 +197,17 @@ const proxyReasons = {
 export function proxyReasonWords(reason) {
   return proxyReasons[reason] || reason || 'rejected';
 }
+
+/**
+ * loginLinkHint is the login link the hint of a page signed out shows: at
+ * loginBase, the base of the links crewd hands out (its X-Crewlog-Login:
+ * --http-public-url's, or crewd's own address), as crewd prints it
+ * (printed); without one (the session cookie Secure and no public URL: the
+ * links name crewd's plain-http address, where the browser keeps no Secure
+ * cookie), at origin, the page's own, the proxy's https address where the
+ * path and query of crewd's link are opened.
+ */
+export function loginLinkHint(loginBase, origin) {
+  const printed = typeof loginBase === 'string' && /^https?:\/\/[^/?#\s]+$/.test(loginBase);
+  return { link: `${printed ? loginBase : origin}/login?code=…`, printed };
+}

@@ -4,6 +4,7 @@
 
 import { h, replace } from './dom.js';
 import { api, ApiError, keepProof, reads, Stream } from './api.js';
+import { loginLinkHint } from './format.js';
 import { coalesce } from './live.js';
 import { route as routeOf } from './route.js';
 import { moveRow, showDialog } from './widgets.js';
@@ -114,11 +115,14 @@ function go(hash) {
 function signedOut(err) {
   if (!(err instanceof ApiError) || err.status !== 401) return false;
   stream.close();
+  // NB: the address crewd's links name (an https proxy's, --http-public-url), never a plain http://… of the page's.
+  const { link, printed } = loginLinkHint(err.loginBase, location.origin);
   replace(main, h('div.notice.warn',
     h('h1', 'Not signed in'),
     h('p', 'Open the one-time login link crewd printed when it started (',
-      h('code', 'crewd: dashboard http://…/login?code=…'), ', valid 10 minutes), or get a fresh one with ',
-      h('code', 'crewctl dashboard'), ', which asks crewd through its socket.')));
+      h('code', printed ? `crewd: dashboard ${link}` : link),
+      printed ? ', valid 10 minutes' : ': its path and query at this address, valid 10 minutes',
+      '), or get a fresh one with ', h('code', 'crewctl dashboard'), ', which asks crewd through its socket.')));
   return true;
 }
 
