@@ -32,6 +32,22 @@ type StagingDir struct {
 // one there, locked. holds names the entries the caller builds in it: the only ones a stale one may hold to be
 // removed.
 func NewStagingDir(parent, prefix string, holds ...string) (*StagingDir, error) {
+	return newStagingDir(parent, prefix, holds, false)
+}
+
+// ErrStagingInUse is NewSoleStagingDir's refusal: another staging directory of the prefix is in use in the parent.
+var ErrStagingInUse = errors.New("eventlog: a staging directory of the prefix is in use")
+
+// NewSoleStagingDir is NewStagingDir for a copy that must be the only one of its prefix in parent (crewctl restore:
+// one store and server.key moved into a data directory): once the stale ones are removed, a staging directory of
+// prefix still there is in use (or only looks like one), and it refuses with an error wrapping ErrStagingInUse that
+// names it. NB: the check and the make are one step under parent's lock, so of the processes that race for parent
+// exactly one gets its directory, and holds the claim until Remove or its death.
+func NewSoleStagingDir(parent, prefix string, holds ...string) (*StagingDir, error) {
+	return newStagingDir(parent, prefix, holds, true)
+}
+
+func newStagingDir(parent, prefix string, holds []string, sole bool) (*StagingDir, error) {
 	parentLock, err := lockDir(parent, syscall.LOCK_EX)
 	if err != nil {
 		return nil, err
@@ -39,6 +55,17 @@ func NewStagingDir(parent, prefix string, holds ...string) (*StagingDir, error) 
 	defer parentLock.Close()
 	if _, err := removeStale(parent, prefix, holds); err != nil {
 		return nil, err
+	}
+	if sole {
+		entries, err := os.ReadDir(parent)
+		if err != nil {
+			return nil, fmt.Errorf("eventlog: staging directories: %w", err)
+		}
+		for _, e := range entries {
+			if e.IsDir() && IsStagingDirName(e.Name(), prefix) {
+				return nil, fmt.Errorf("%w: %s", ErrStagingInUse, filepath.Join(parent, e.Name()))
+			}
+		}
 	}
 	dir, err := os.MkdirTemp(parent, prefix)
 	if err != nil {

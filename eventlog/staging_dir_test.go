@@ -109,3 +109,30 @@ func TestRemoveStaleStagingDirsRemovesOnlyStaleOnes(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, removed)
 }
+
+// TestNewSoleStagingDirIsRefusedWhileAnotherIsInUse: a sole staging directory is made when the parent holds none of
+// its prefix, or only stale ones (removed), and refused, naming the one there, while another is in use; once that one
+// is removed, or its maker dies (its lock let go), the next is made.
+func TestNewSoleStagingDirIsRefusedWhileAnotherIsInUse(t *testing.T) {
+	parent := t.TempDir()
+	const prefix = ".crewlog-test-"
+	first, err := NewSoleStagingDir(parent, prefix, "store")
+	require.NoError(t, err)
+	_, err = NewSoleStagingDir(parent, prefix, "store")
+	require.ErrorIs(t, err, ErrStagingInUse)
+	require.ErrorContains(t, err, first.Dir)
+	other, err := NewSoleStagingDir(parent, ".crewlog-other-", "store") // another prefix is no claim on this one
+	require.NoError(t, err)
+	require.NoError(t, other.Remove())
+	require.NoError(t, first.Remove())
+
+	dead, err := NewSoleStagingDir(parent, prefix, "store")
+	require.NoError(t, err)
+	require.NoError(t, os.Mkdir(filepath.Join(dead.Dir, "store"), 0o700))
+	dead.lock.Close() // its maker died: stale
+	next, err := NewSoleStagingDir(parent, prefix, "store")
+	require.NoError(t, err)
+	require.Equal(t, []string{filepath.Base(next.Dir)}, stagingtest.Names(t, parent), "the stale one is removed")
+	require.NoError(t, next.Remove())
+	require.Empty(t, stagingtest.Names(t, parent))
+}
