@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -302,8 +303,9 @@ before its copy is whole leaves nothing in DIR; one killed before it is
 done (kill -9, a crash) leaves a hidden staging directory there
 (.crewlog-restore-N), which the next restore into DIR removes, and perhaps
 the backup's server.key, which the next restore of the same backup into DIR
-keeps as its own; crewd refuses to start on a DIR so left. Start crewd on
-DIR afterwards.`,
+keeps as its own; crewd refuses to start on a DIR so left. A second restore
+into DIR while one runs is refused (exit 3) before it copies anything. Start
+crewd on DIR afterwards.`,
 		Args: args(1, "the backup directory"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if !cmd.Flags().Changed("data") {
@@ -325,10 +327,29 @@ func (a *app) restore(backup, target string) error {
 	if _, err := eventlog.RemoveStaleStagingDirs(target, restoreStaging, restoreStaged...); err != nil {
 		return openErr(fmt.Errorf("crewctl: restore: %w", err))
 	}
-	if entries, err := os.ReadDir(target); err == nil && len(entries) > 0 && !keyLeftByRestore(entries, backup, target) {
-		return usagef("restore: %v", notEmpty(target))
-	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := checkRestoreTarget(backup, target, ""); err != nil {
+		return err
+	}
+	// NB: as crewd makes a data directory (daemon.MakePrivateDir): one that is not this user's alone would be
+	// refused by crewd at its start, after the copy; refused here, nothing is copied into it.
+	if err := daemon.MakePrivateDir(target); err != nil {
 		return openErr(fmt.Errorf("crewctl: restore: %w", err))
+	}
+	reached(atClaiming)
+	// The restore's staging directory is its claim on target, held until it is done: of two restores into one target
+	// at once, both found it empty above, only one gets it, and the other is refused before it copies anything. NB:
+	// without it both copied, then raced to move a server.key and a store in: one whose backup has no key put its
+	// store in place while the other moved its key beside it, and that one, killed before it took the key out again,
+	// left the store with another backup's key (the tokens minted before no longer validate).
+	sd, err := eventlog.NewSoleStagingDir(target, restoreStaging, restoreStaged...)
+	if errors.Is(err, eventlog.ErrStagingInUse) {
+		return restoreInProgress(target)
+	} else if err != nil {
+		return openErr(fmt.Errorf("crewctl: restore: %w", err))
+	}
+	defer sd.Remove()
+	if err := checkRestoreTarget(backup, target, filepath.Base(sd.Dir)); err != nil {
+		return err
 	}
 	reached(atTargetChecked)
 	check, err := a.verifyStore(storePath(backup), "verify backup")
@@ -345,18 +366,42 @@ func (a *app) restore(backup, target string) error {
 	}
 	// The backup is a closed store: a plain copy of its files is a
 	// consistent one, and the backup is left untouched.
-	// NB: as crewd makes a data directory (daemon.MakePrivateDir): one that is not this user's alone would be
-	// refused by crewd at its start, after the copy; refused here, nothing is copied into it.
-	if err := daemon.MakePrivateDir(target); err != nil {
-		return openErr(fmt.Errorf("crewctl: restore: %w", err))
-	}
 	out := backupOutput{From: backup, To: target, Head: check.Head}
-	if out.ServerKey, err = restoreFiles(backup, target); errors.As(err, new(notEmptyError)) {
+	if out.ServerKey, err = restoreFiles(sd, backup, target); errors.As(err, new(notEmptyError)) {
 		return usagef("restore: %v", err)
 	} else if err != nil {
 		return problemf("restore: %v", err)
 	}
 	return a.finishCopy(out, filepath.Join(target, storeDir), "verify restore")
+}
+
+// checkRestoreTarget refuses a target that holds anything but a server.key a killed restore of backup left
+// (keyLeftByRestore) and staging, the restore's own staging directory ("": none yet): a staging directory of another
+// restore there is one in progress (the stale ones are removed first). A target that does not exist is empty.
+func checkRestoreTarget(backup, target, staging string) error {
+	entries, err := os.ReadDir(target)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return openErr(fmt.Errorf("crewctl: restore: %w", err))
+	}
+	entries = slices.DeleteFunc(entries, func(e os.DirEntry) bool { return e.Name() == staging })
+	for _, e := range entries {
+		if e.IsDir() && eventlog.IsStagingDirName(e.Name(), restoreStaging) {
+			return restoreInProgress(target)
+		}
+	}
+	if len(entries) > 0 && !keyLeftByRestore(entries, backup, target) {
+		return usagef("restore: %v", notEmpty(target))
+	}
+	return nil
+}
+
+// restoreInProgress is restore's refusal of a target another restore is copying into: exit 3, as a store held by
+// crewd is refused (nothing was done; the same command may run again once the other is done).
+func restoreInProgress(target string) error {
+	return hinted(openErr(fmt.Errorf("crewctl: restore: another restore into %s is in progress", target)),
+		"wait for it to finish, or restore into another directory")
 }
 
 // keyLeftByRestore reports whether entries, those of target, are a server.key alone that is the backup's, as a
@@ -384,17 +429,12 @@ const restoreStaging = daemon.RestoreStaging
 var restoreStaged = []string{storeDir, serverKeyFile}
 
 // restoreFiles copies the store and server.key of backup into the data directory target, and reports whether there
-// was a key. NB: both are copied into a staging directory in target and moved into place only once whole: a store
+// was a key. NB: both are copied into the staging directory sd in target and moved into place only once whole: a store
 // copied part-way (a full disk, an entry it cannot copy) lacks files, its manifest marker among them when the copy
 // stopped before it, and crewd started on that as a new, empty store; and a failure leaves nothing in target, so the
 // same restore can run again. Whatever is made in their places meanwhile is refused, target not empty, and left as it
 // is (eventlog.RenameNoReplace, placeKey).
-func restoreFiles(backup, target string) (serverKey bool, err error) {
-	sd, err := eventlog.NewStagingDir(target, restoreStaging, restoreStaged...)
-	if err != nil {
-		return false, err
-	}
-	defer sd.Remove()
+func restoreFiles(sd *eventlog.StagingDir, backup, target string) (serverKey bool, err error) {
 	stage := sd.Dir
 	if err := copyDir(storePath(backup), filepath.Join(stage, storeDir)); err != nil {
 		return false, err
@@ -424,8 +464,7 @@ func restoreFiles(backup, target string) (serverKey bool, err error) {
 	}
 	err = eventlog.RenameNoReplace(filepath.Join(stage, storeDir), filepath.Join(target, storeDir))
 	if err != nil {
-		// NB: only the key placed above: one kept there (placeKey) may be that of a restore of the same backup into
-		// target at once, done with its store, which the move found there.
+		// NB: only the key placed above: one kept there (placeKey) is not this restore's to take out.
 		if keyPlaced {
 			os.Remove(key)
 		}
@@ -452,9 +491,9 @@ func restoreFiles(backup, target string) (serverKey bool, err error) {
 
 // placeKey moves the staged server.key to key unless something is there (eventlog.RenameNoReplace: an error wrapping
 // fs.ErrExist), where a rename replaces a file, and reports whether it moved it: a key made there since restore found
-// target empty (by a restore of another backup into the same target at once) is not the restore's to replace. NB: a
-// key there that holds the staged key's bytes is the backup's, as a restore of it killed between its two moves left
-// it (keyLeftByRestore), or a restore of it run at once placed it: it stays, as good as placed, but not by this one.
+// target empty (by another process: no other restore, which its claim keeps out) is not the restore's to replace. NB:
+// a key there that holds the staged key's bytes is the backup's, as a restore of it killed between its two moves left
+// it (keyLeftByRestore): it stays, as good as placed, but not by this one.
 func placeKey(staged, key string) (placed bool, err error) {
 	err = eventlog.RenameNoReplace(staged, key)
 	if !errors.Is(err, fs.ErrExist) {
@@ -496,8 +535,12 @@ const (
 // atPlacing is reached once a backup is whole, verified and synced, right before it is moved to its DIR.
 const atPlacing = "placing"
 
-// atTargetChecked is reached once restore found its target empty, before it verifies the backup and copies it.
+// atTargetChecked is reached once restore holds its target and found it empty, before it verifies the backup and
+// copies it.
 const atTargetChecked = "target checked"
+
+// atClaiming is reached once restore found its target empty, before it claims it (its staging directory).
+const atClaiming = "claiming"
 
 // atStoreStaged is reached once a backup's store is in its staging directory, its server.key not yet.
 const atStoreStaged = "store staged"

@@ -679,34 +679,75 @@ func TestRestoreDoesNotReplaceWhatIsMadeBeforeItsPlace(t *testing.T) {
 	}
 }
 
-// TestTwoRestoresOfOneBackupAtOnceKeepTheKeyOfTheOneDone: two restores of one backup into one target, run at once,
-// both find it empty before either copies (the check comes before the backup is verified, which takes a while). The
-// one done first places the backup's server.key and store; the other finds the same key there, keeps it, and is
-// refused its store's move (target not empty), where it then removed the key it had kept: the restore reported done
-// was a store without its key, on which crewd mints a new one, and the tokens minted before no longer validate. A
-// restore takes out only the key it moved into place itself.
-func TestTwoRestoresOfOneBackupAtOnceKeepTheKeyOfTheOneDone(t *testing.T) {
+// TestTwoRestoresIntoOneTargetAtOnce: two restores into one target, run at once, both found it empty, copied, and
+// raced to move a server.key and a store in: the second was refused only then (target not empty), or, of a backup
+// with no key, put its store in place while the other moved its key beside it, which that one, killed before it
+// took the key out again, left there (crewd then mints no key, and the tokens minted before no longer validate). The
+// first to claim the target (its staging directory) restores; the other is refused at once, exit 3, that another
+// restore is in progress, and leaves nothing of its own: whether it starts once the first holds the target, or found
+// it empty as well and reaches for it after the first.
+func TestTwoRestoresIntoOneTargetAtOnce(t *testing.T) {
 	backup := filepath.Join(t.TempDir(), "backup")
 	require.Equal(t, exitOK, crewctl(t, nil, "backup", backup, "--data", scenarioData(t)).code)
 	key := []byte(strings.Repeat("k", 32))
 	require.NoError(t, os.WriteFile(filepath.Join(backup, serverKeyFile), key, 0o600))
-	target := filepath.Join(t.TempDir(), "restored")
+	keyless := filepath.Join(t.TempDir(), "keyless")
+	require.Equal(t, exitOK, crewctl(t, nil, "backup", keyless, "--data", scenarioData(t)).code)
+	require.NoFileExists(t, filepath.Join(keyless, serverKeyFile))
 	was := reached
 	t.Cleanup(func() { reached = was })
-	var first *result
-	reached = func(point string) {
-		if point == atTargetChecked && first == nil {
-			first = &result{} // NB: the first restore reaches this point too
-			*first = crewctl(t, nil, "restore", backup, "--data", target)
-		}
+	for _, c := range []struct {
+		name   string
+		second string // the second restore's backup
+		// bothEmpty: the second found the target empty too, and reaches for it once the first holds it
+		bothEmpty bool
+	}{
+		{"of one backup, once the first holds the target", backup, false},
+		{"of one backup, both finding it empty", backup, true},
+		{"of a backup without a key, once the first holds the target", keyless, false},
+		{"of a backup without a key, both finding it empty", keyless, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			target := filepath.Join(t.TempDir(), "restored")
+			restoreSecond := func() result { return crewctlWith(nil, nil, "restore", c.second, "--data", target) }
+			var (
+				second   *result
+				claiming int
+				// the second, run on a goroutine of its own when bothEmpty, says it is about to claim the target and
+				// waits to be let go; then it reports its result
+				secondClaiming = make(chan struct{})
+				letSecondGo    = make(chan struct{})
+				secondDone     = make(chan result, 1)
+			)
+			reached = func(point string) {
+				switch {
+				case point == atClaiming && c.bothEmpty:
+					if claiming++; claiming == 1 { // the first, past its look at the target
+						go func() { secondDone <- restoreSecond() }()
+						<-secondClaiming
+						return
+					}
+					close(secondClaiming) // the second, past its look at the target too
+					<-letSecondGo
+				case point == atTargetChecked && second == nil: // the first holds the target
+					second = &result{}
+					if !c.bothEmpty {
+						*second = restoreSecond()
+					} else if claiming > 0 { // NB: else no second runs, and the test fails on its result
+						close(letSecondGo)
+						*second = <-secondDone
+					}
+				}
+			}
+			first := crewctl(t, nil, "restore", backup, "--data", target)
+			require.NotNil(t, second)
+			require.Equal(t, exitOpen, second.code, second.out+second.err)
+			require.Contains(t, second.err, "another restore into "+target+" is in progress")
+			require.Equal(t, exitOK, first.code, first.out+first.err)
+			require.ElementsMatch(t, []string{storeDir, serverKeyFile}, stagingtest.Names(t, target))
+			got, err := os.ReadFile(filepath.Join(target, serverKeyFile))
+			require.NoError(t, err)
+			require.Equal(t, key, got, "the key beside the store is the first's")
+		})
 	}
-	second := crewctl(t, nil, "restore", backup, "--data", target)
-	require.NotNil(t, first)
-	require.Equal(t, exitOK, first.code, first.out+first.err)
-	require.Equal(t, exitUsage, second.code, second.out+second.err)
-	require.Contains(t, second.err, target+" is not empty; restore only into an empty or new directory")
-	require.ElementsMatch(t, []string{storeDir, serverKeyFile}, stagingtest.Names(t, target))
-	got, err := os.ReadFile(filepath.Join(target, serverKeyFile))
-	require.NoError(t, err, "the restore done keeps its key")
-	require.Equal(t, key, got)
 }
