@@ -299,13 +299,13 @@ func (a *app) restoreCmd() *cobra.Command {
 		Long: `restore verifies BACKUP (integrity and invariants) and copies it into the data
 directory named by --data, which must be empty or absent, and outside the
 backup's store: restore never overwrites a store. A restore that fails
-before its copy is whole leaves nothing in DIR; one killed before it is
-done (kill -9, a crash) leaves a hidden staging directory there
-(.crewlog-restore-N), which the next restore into DIR removes, and perhaps
-the backup's server.key, which the next restore of the same backup into DIR
-keeps as its own; crewd refuses to start on a DIR so left. A second restore
-into DIR while one runs is refused (exit 3) before it copies anything. Start
-crewd on DIR afterwards.`,
+before its copy is whole leaves nothing in DIR (nor DIR, if it made it);
+one killed before it is done (kill -9, a crash) leaves a hidden staging
+directory there (.crewlog-restore-N), which the next restore into DIR
+removes, and perhaps the backup's server.key, which the next restore of the
+same backup into DIR keeps as its own; crewd refuses to start on a DIR so
+left. A second restore into DIR while one runs is refused (exit 3) before it
+copies anything. Start crewd on DIR afterwards.`,
 		Args: args(1, "the backup directory"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if !cmd.Flags().Changed("data") {
@@ -316,7 +316,7 @@ crewd on DIR afterwards.`,
 	}
 }
 
-func (a *app) restore(backup, target string) error {
+func (a *app) restore(backup, target string) (err error) {
 	// NB: made before the copy, a directory there would be one more entry of the store it copies, which holds only
 	// files: the copy failed on it, and every later restore of the backup too.
 	if store := storePath(backup); eventlog.Inside(target, store) {
@@ -329,6 +329,15 @@ func (a *app) restore(backup, target string) error {
 	}
 	if err := checkRestoreTarget(backup, target, ""); err != nil {
 		return err
+	}
+	// NB: a restore that fails (a backup that does not verify, say) leaves no data directory it made: it is made
+	// before the claim below, which lives in it.
+	if _, serr := os.Stat(target); errors.Is(serr, os.ErrNotExist) {
+		defer func() {
+			if err != nil {
+				os.Remove(target) // NB: empty only: a directory anyone else put something in stays
+			}
+		}()
 	}
 	// NB: as crewd makes a data directory (daemon.MakePrivateDir): one that is not this user's alone would be
 	// refused by crewd at its start, after the copy; refused here, nothing is copied into it.

@@ -31,16 +31,21 @@ func TestRestoreFailingPartWayLeavesNoStore(t *testing.T) {
 	stray := filepath.Join(backup, storeDir, "zz")
 	require.NoError(t, os.Mkdir(stray, 0o700))
 
-	target := filepath.Join(tmp, "restored")
-	r := crewctl(t, nil, "restore", backup, "--data", target)
-	require.Equal(t, exitProblem, r.code, r.out+r.err)
-	require.Contains(t, r.err, "zz is not a regular file")
+	// A target the restore made is taken out again; one that was there stays, empty.
+	made, target := filepath.Join(tmp, "made"), filepath.Join(tmp, "restored")
+	require.NoError(t, os.Mkdir(target, 0o700))
+	for _, dir := range []string{made, target} {
+		r := crewctl(t, nil, "restore", backup, "--data", dir)
+		require.Equal(t, exitProblem, r.code, r.out+r.err)
+		require.Contains(t, r.err, "zz is not a regular file")
+	}
+	require.NoDirExists(t, made, "the data directory the failed restore made is not left")
 	entries, err := os.ReadDir(target)
 	require.NoError(t, err)
 	require.Empty(t, entries, "nothing of the failed restore is left in %s", target)
 
 	require.NoError(t, os.Remove(stray))
-	r = crewctl(t, nil, "restore", backup, "--data", target)
+	r := crewctl(t, nil, "restore", backup, "--data", target)
 	require.Equal(t, exitOK, r.code, r.out+r.err)
 	r = crewctl(t, nil, "verify", "--data", target)
 	require.Equal(t, exitOK, r.code, r.out+r.err)
@@ -395,7 +400,7 @@ func TestBackupWhoseSyncFailsIsNotReported(t *testing.T) {
 // TestRestoreWhoseSyncFailsIsNotReported: restore made its data directory and reported the restore done without
 // syncing that directory's entry in its parent, so a crash right after could leave no data directory, or one without
 // its store (crewd then starts a new, empty one), nor did it fail when a sync of what it moved in failed. A sync that
-// fails now fails the restore, which leaves nothing in the data directory.
+// fails now fails the restore, which leaves no data directory where there was none.
 func TestRestoreWhoseSyncFailsIsNotReported(t *testing.T) {
 	tmp := t.TempDir()
 	backup := filepath.Join(tmp, "backup")
@@ -413,9 +418,7 @@ func TestRestoreWhoseSyncFailsIsNotReported(t *testing.T) {
 			r := crewctl(t, nil, "restore", backup, "--data", target)
 			require.Equal(t, exitProblem, r.code, r.out+r.err)
 			require.Contains(t, r.err, syscall.EIO.Error())
-			entries, err := os.ReadDir(target)
-			require.NoError(t, err)
-			require.Empty(t, entries, "nothing of the failed restore is left in %s", target)
+			require.NoDirExists(t, target, "the data directory the failed restore made is not left")
 		})
 	}
 }
