@@ -72,8 +72,7 @@ func (b *inboundBudget) abandon(room <-chan struct{}, n int64) {
 		b.waiters = slices.Delete(b.waiters, i, i+1)
 		return
 	}
-	b.used -= n // counted for the reader before it gave up: given back as by a release
-	b.grant()
+	b.giveBack(n) // counted for the reader before it gave up: given back as by a release
 }
 
 // add counts n bytes whatever the limit: those a connection holds as it joins the budget (inboundShare.share).
@@ -87,6 +86,12 @@ func (b *inboundBudget) add(n int64) {
 func (b *inboundBudget) release(n int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.giveBack(n)
+}
+
+// giveBack is release with b.mu held: what a release and an abandoned wait that was granted its bytes (abandon) both
+// do, so that the two give bytes back alike.
+func (b *inboundBudget) giveBack(n int64) {
 	b.used -= n
 	b.grant()
 }
