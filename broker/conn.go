@@ -164,6 +164,11 @@ func (c *conn) readLoop() {
 		if c.authed && !c.pace(c.keys, nil) {
 			return // closing: whoever closed it logged why
 		}
+		// NB: the next request is read only once the connection is within its outbound bounds: its answer, which never
+		// waits (pushResponse), then puts one frame beyond them at most, counted, and none is held outside them.
+		if !c.out.awaitRoom(c.done) {
+			return // closing: whoever closed it logged why
+		}
 		// NB: in place: the params are the reader's buffer's until its next read, which is after handle returns; only
 		// what keeps them longer copies them (serve).
 		req, err := rd.ReadRequestInPlace()
@@ -256,8 +261,10 @@ func writeFailure(err error) closeReason {
 
 // sendResponse sends a response frame. When the connection has nothing queued and nothing being written, the
 // calling goroutine (the reader, or a waiter answering) writes it itself: no hand-off to the writer and back for
-// the one frame a request-response client waits for. Otherwise it is queued, waiting for room. Either way only the
-// connection's own goroutines block on its socket, for writeTimeout at most. false means the connection is closing.
+// the one frame a request-response client waits for. Otherwise it is queued without waiting, beyond the bounds if it
+// does not fit (pushResponse): the reader read the request only once its connection had room (awaitRoom). Either way
+// only the connection's own goroutines block on its socket, for writeTimeout at most. false means the connection is
+// closing.
 func (c *conn) sendResponse(frame []byte) bool {
 	return c.sendResponseOf(frame, false)
 }
@@ -273,7 +280,7 @@ func (c *conn) sendResponseOf(frame []byte, scratch bool) bool {
 		if scratch {
 			frame = bytes.Clone(frame)
 		}
-		return c.out.pushWait(frame, c.done)
+		return c.out.pushResponse(frame)
 	}
 	err := c.w.write(frame)
 	c.out.release(len(frame))

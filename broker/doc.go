@@ -51,8 +51,9 @@
 //
 //   - No client can block another, the engine or the server: pushes only append to a connection's queue; only the
 //     connection's own goroutines (its writer, or its reader or a waiter writing a response to an idle socket)
-//     block on its socket, one at a time, for writeTimeout at most. A response waits for room in its own
-//     connection's queue (back-pressure on that client only); a push never waits.
+//     block on its socket, one at a time, for writeTimeout at most. A connection's reader reads its next request
+//     only once its own connection's queue has room (back-pressure on that client only), and the answer then goes
+//     in, counted against the budgets even beyond them; neither a response nor a push waits with a frame.
 //   - events.subscribe delivers every event type (optionally filtered) in seq order (seq = the event's version in
 //     the run's stream), replay then live, never repeating or skipping one; it reads only durable events. On
 //     overflow it sends ONE {"event":"resync","data":{"fromSeq":N}} (N = first seq not delivered), stops, and
@@ -123,8 +124,12 @@
 //     OutboundBytes, a credential's connections' ≤ OutboundBytesPerCredential (so one token's connections that
 //     read nothing cannot take everyone's budget), a run's worker connections' ≤ OutboundBytesPerRun (so neither
 //     can the many tokens one run may issue) and everyone's ≤ GlobalOutboundBytes, except that a connection
-//     holding nothing takes one frame — so outbound memory ≤ GlobalOutboundBytes + (MaxConns+AdminConns) × MaxFrame
-//     (+ one resync and one final frame per connection); queue ≤ OutboundQueueCap frames; connections ≤
+//     holding nothing takes one frame, and that the answer its reader rendered, having read the request only once
+//     the connection was within those bounds, goes in beyond them (counted: no answer waits for room outside the
+//     budgets, so a credential's connections that read nothing hold at most OutboundBytesPerCredential +
+//     MaxConnsPerCredential × 2 × MaxFrame) — so outbound memory ≤ GlobalOutboundBytes + (MaxConns+AdminConns) × 2
+//     × MaxFrame (+ one resync, one final frame and the answers of its waits, a task's status each, per
+//     connection); queue ≤ OutboundQueueCap frames (+ those answers); connections ≤
 //     MaxConns+AdminConns; the bytes of lines longer than a reader's 4 KiB read-ahead, from the moment they outgrow
 //     it until they end, ≤ InboundBytesPerCredential for a credential's connections, ≤ InboundBytesPerRun for a
 //     run's worker connections (so neither one token's lines left unfinished nor those of the many tokens one run

@@ -129,7 +129,8 @@ type Options struct {
 	// OutboundBytes is one connection's outbound budget in bytes, counting the frames queued and the batch being
 	// written (default 4 MiB, at least MaxFrame). GlobalOutboundBytes is the budget of all connections together
 	// (default 256 MiB, at least OutboundBytes). A push that does not fit either is refused (a subscription gets
-	// its resync frame), a response waits; a connection holding nothing always takes one frame.
+	// its resync frame); a response goes in beyond them, counted, and its connection's next request is read only
+	// once the connection is within them again; a connection holding nothing always takes one frame.
 	OutboundBytes       int
 	GlobalOutboundBytes int64
 	// OutboundBytesPerCredential bounds the outbound bytes of all the connections of one credential together

@@ -17,8 +17,13 @@ import (
 // holds nothing, or when it keeps the connection within limit frames queued, within maxBytes held, and its
 // credential's budget, its run's and the daemon-wide budget within their limits. Beyond that:
 //   - a push (team.event, mailbox.message) is refused at once — the subscription then queues a resync and stops;
-//   - a response waits for room (back-pressure on the connection's own reader and waiters only): its own writer
-//     finishing a write is what makes room, since an empty connection always takes one frame;
+//   - a response always goes in, beyond the bounds when it does not fit, counted against every budget all the
+//     same: it is never held outside them. What bounds it is that the reader reads its next request only once the
+//     connection is within its bounds (awaitRoom: back-pressure on the connection's own reader only; its own writer
+//     finishing a write is what makes room, since an empty connection always takes one frame), so that a
+//     connection holds at most one answer of its reader beyond them, on top of the frame it took holding nothing;
+//     a task.waitStatus answer, a task's status, goes in without waiting, as its waits are bounded
+//     (MaxWaitsPerConn, MaxWaitsPerCredential);
 //   - a control frame (resync) and the final frame (an error that closes the connection) are always accepted:
 //     each subscription queues at most one resync and a connection one final frame, so the excess is bounded.
 //
@@ -41,7 +46,7 @@ type outbound struct {
 	reason   closeReason // why the connection closes after the final frame
 	closed   bool        // the connection is closed: drop everything
 	ready    chan struct{}
-	space    chan struct{} // made by a response waiting for room, closed (and dropped) when the writer makes room
+	space    chan struct{} // made by a reader waiting for room (awaitRoom), closed (and dropped) when the writer makes room
 }
 
 // maxBudgets is the most budgets a connection's bytes count against: the daemon's, its credential's, its run's.
@@ -76,7 +81,7 @@ func newOutbound(limit, maxBytes int, global *outboundBudget) *outbound {
 		ready: make(chan struct{}, 1)}
 }
 
-// roomMade wakes the responses waiting for room, with q.mu held.
+// roomMade wakes the reader waiting for room, with q.mu held.
 func (q *outbound) roomMade() {
 	if q.space != nil {
 		close(q.space)
@@ -174,17 +179,17 @@ func (q *outbound) pushesEnded() bool {
 	return q.noPushes
 }
 
-// pushWait queues a response, waiting while it does not fit. It gives up (false) when the connection closes.
-func (q *outbound) pushWait(f []byte, done <-chan struct{}) bool {
+// awaitRoom waits until the connection is within its bounds (roomFor), so that its reader may read, and render the
+// answer to, its next request: false means the connection closed first. NB: the answer is rendered only once there is
+// room for it, never to wait for room with its frame held outside every budget (pushResponse).
+func (q *outbound) awaitRoom(done <-chan struct{}) bool {
 	for {
 		q.mu.Lock()
-		if q.closed || q.final {
+		if q.closed {
 			q.mu.Unlock()
 			return false
 		}
-		if q.admit(f) {
-			q.frames = append(q.frames, f)
-			q.signal()
+		if q.final || q.hasRoom() { // NB: after the final frame the answer is refused, not waited for
 			q.mu.Unlock()
 			return true
 		}
@@ -201,6 +206,26 @@ func (q *outbound) pushWait(f []byte, done <-chan struct{}) bool {
 	}
 }
 
+// hasRoom reports whether the connection is within its bounds: it holds nothing, or fewer frames than its limit,
+// fewer bytes than maxBytes, and every budget it counts against is under its limit; with q.mu held.
+func (q *outbound) hasRoom() bool {
+	if q.held == 0 {
+		return true
+	}
+	if len(q.frames) >= q.limit || q.held >= q.maxBytes {
+		return false
+	}
+	for _, b := range q.budgets {
+		if b == nil {
+			break
+		}
+		if b.used.Load() >= b.limit {
+			return false
+		}
+	}
+	return true
+}
+
 // pushControl queues a frame regardless of the bounds (the resync frame).
 func (q *outbound) pushControl(f []byte) bool {
 	q.mu.Lock()
@@ -212,9 +237,11 @@ func (q *outbound) pushControl(f []byte) bool {
 	return true
 }
 
-// queueFirst queues a frame regardless of the bounds and of endPushes (the hello's answer, which no push may
-// precede); false means the connection is closing.
-func (q *outbound) queueFirst(f []byte) bool {
+// pushResponse queues a response regardless of the bounds and of endPushes; false means the connection is closing.
+// Beyond the bounds it is counted all the same, as the control frames are, and it never waits: its reader rendered it
+// only once the connection had room (awaitRoom), so no frame a responder holds is one the budgets do not count. The
+// hello's answer comes this way too, before any push may be queued.
+func (q *outbound) pushResponse(f []byte) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed || q.final {
@@ -289,7 +316,7 @@ func (q *outbound) written(n int) {
 
 // claim lets the caller write response f to the socket itself, sparing the hand-off to the writer, when the
 // connection has nothing queued and nothing being written: f then counts as held, and the socket is the caller's
-// until it calls release. ok is false when f must be queued instead (pushWait); closing when the connection takes
+// until it calls release. ok is false when f must be queued instead (pushResponse); closing when the connection takes
 // no more frames.
 func (q *outbound) claim(f []byte) (ok, closing bool) {
 	q.mu.Lock()

@@ -98,21 +98,57 @@ func TestOutboundRunBudget(t *testing.T) {
 	}
 }
 
-// TestOutboundResponseWaitsForItsWriter: a response over the connection's budget waits until its writer has
-// written, then goes in; it gives up when the connection closes.
-func TestOutboundResponseWaitsForItsWriter(t *testing.T) {
-	q := newOutbound(256, 100, &outboundBudget{limit: 1 << 20})
-	require.True(t, q.tryPush(frameOf(80)))
-	frames, _, _, _ := q.take(nil, nil)
-	queued := make(chan bool)
-	go func() { queued <- q.pushWait(frameOf(80), nil) }()
-	q.written(len(frames[0]))
-	require.True(t, <-queued)
+// TestOutboundAnswerIsRenderedOnlyWithRoom: a reader waits for room before it reads its next request while its
+// connection is over a bound (frames, its bytes, a budget's), until its writer has written; the answer it then
+// renders always goes in, counted against every budget even beyond them, never held outside them; a closing
+// connection ends the wait.
+func TestOutboundAnswerIsRenderedOnlyWithRoom(t *testing.T) {
+	tests := []struct {
+		name            string
+		limit, maxBytes int
+		budget          int64
+	}{
+		{"frames", 1, 1 << 20, 1 << 20},
+		{"connection's bytes", 256, 80, 1 << 20},
+		{"a budget's bytes", 256, 1 << 20, 80},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			global := &outboundBudget{limit: 1 << 20}
+			cred := &outboundBudget{limit: tc.budget}
+			q := newOutbound(tc.limit, tc.maxBytes, global)
+			q.share(cred)
+			require.True(t, q.tryPush(frameOf(80)), "a connection holding nothing takes one frame")
+			room := make(chan bool)
+			go func() { room <- q.awaitRoom(nil) }()
+			require.Eventually(t, func() bool {
+				q.mu.Lock()
+				defer q.mu.Unlock()
+				return q.space != nil
+			}, guard, time.Millisecond, "the reader does not wait for room while over a bound")
+			select {
+			case <-room:
+				require.FailNow(t, "room while over a bound")
+			default:
+			}
+			frames, _, _, _ := q.take(nil, nil)
+			q.written(len(frames[0]))
+			require.True(t, <-room, "the writer's write makes room")
 
-	done := make(chan struct{})
-	go func() { queued <- q.pushWait(frameOf(80), done) }()
-	close(done)
-	require.False(t, <-queued, "a closing connection ends the wait")
+			require.True(t, q.tryPush(frameOf(80)))
+			require.True(t, q.pushResponse(frameOf(90)), "an answer goes in beyond the bounds")
+			for _, b := range []*outboundBudget{global, cred} {
+				require.Equal(t, int64(170), b.used.Load(), "the answer beyond the bounds is counted")
+			}
+			done := make(chan struct{})
+			go func() { room <- q.awaitRoom(done) }()
+			close(done)
+			require.False(t, <-room, "a closing connection ends the wait")
+			q.close()
+			require.Zero(t, global.used.Load()+cred.used.Load(), "closed connections hold nothing")
+			require.False(t, q.pushResponse(frameOf(10)), "a closed connection takes no answer")
+		})
+	}
 }
 
 // TestOutboundClaimIsTheOnlyWriter: a response is written directly only by a claim on a connection with nothing

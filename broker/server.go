@@ -307,7 +307,7 @@ func (s *Server) bindAt(c *conn, id identity, head uint64, ack []byte) *wire.Err
 		// again for the budgets and indexes a bind would add.
 		return errConnClosed
 	}
-	if !c.out.queueFirst(ack) { // closing: forget is to run, and finds nothing of the bind to undo
+	if !c.out.pushResponse(ack) { // closing: forget is to run, and finds nothing of the bind to undo
 		return errConnClosed
 	}
 	s.helloDone(c)
