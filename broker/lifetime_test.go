@@ -42,10 +42,10 @@ func (c *client) endsWith(code wire.Code) {
 
 // TestNothingACredentialHoldsOutlivesIt: whatever a worker's connections hold when its credential ends — revoked,
 // re-issued, its task ended or retried, its run ended — is given back as they end: a connection subscribed and
-// waiting, and one whose reader holds a partly read long line, are each sent one final frame and closed, and the
-// server then counts nothing for the credential: no connection, wait or subscription against its limits, no
-// outbound or inbound bytes against its budgets or its run's, no page-read turn, no waited task. The orchestrator's
-// connection goes on.
+// waiting (its subscription waiting for a read turn to catch up), one whose reader holds a partly read long line,
+// and one whose page read waits for a read turn, are each sent one final frame and closed, and the server then
+// counts nothing for the credential: no connection, wait or subscription against its limits, no outbound or inbound
+// bytes against its budgets or its run's, no page-read turn, no waited task. The orchestrator's connection goes on.
 func TestNothingACredentialHoldsOutlivesIt(t *testing.T) {
 	for _, tc := range endsOfP {
 		t.Run(tc.name, func(t *testing.T) {
@@ -67,10 +67,28 @@ func TestNothingACredentialHoldsOutlivesIt(t *testing.T) {
 				b := f.srv.credIn[k]
 				return b != nil && b.inUse() > 0
 			}, guard, time.Millisecond, "the long line is held against P's inbound budget")
+			// P's page-read turns are all taken, as by reads of P in progress: a page read waits for one, and so does
+			// the subscription's catch-up read of the message sent below.
+			release := f.holdReads(k)
+			turnWaiting := f.dial()
+			turnWaiting.hello(runR, taskP, s.p)
+			turnWaiting.sendLine(`{"id":"read","method":"events.since","params":{"sinceSeq":0}}`)
+			o.ok("msg.send", map[string]any{"to": taskP, "body": "for the subscription to catch up on"})
+			awaitReads(t, f.srv, k, f.srv.opts.MaxReadsPerCredential, 2)
 
 			tc.end(o)
 			waiting.endsWith(tc.code)
 			reading.endsWith(tc.code)
+			awaitReads(t, f.srv, k, f.srv.opts.MaxReadsPerCredential, 1) // the subscription's wait ended with it
+			// The page read is being served: its connection's final frame follows its answer, which it has once the
+			// reads in progress end (each refused at its own check), and which is its credential's end.
+			release()
+			if r := turnWaiting.answerOf("read"); r.Error == nil {
+				turnWaiting.endsWith(tc.code)
+			} else {
+				require.Equal(t, tc.code, r.Error.Code, "the page read is answered from after its credential's end")
+				turnWaiting.closed()
+			}
 
 			// What the server counts for P and its run, read under its lock and checked outside it.
 			type counts struct {
