@@ -22,6 +22,9 @@
 //     waiting taken from what the decision recorded (events.Policy). Its
 //     fold stops when its context ends, and nothing of it is kept.
 //   - Replay's At and PositionAt resolve a time to the same position.
+//   - Replay hands each timeline entry to its caller and keeps none, and
+//     Timeline reads the same entries again up to where a replay stopped:
+//     a timeline is printed without holding it, whatever the log's length.
 //   - Every problem names the first bad position.
 //   - A comparison of states (CompareSnapshot, DiffAtMost) counts every
 //     difference but holds only the first ones it is asked to list: two

@@ -1,0 +1,61 @@
+package audit_test
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/audit"
+	"github.com/crewlog/crewlog/audit/audittest"
+)
+
+// TestTimelineReadsWhatReplayGave: Timeline, read up to where a replay stopped, gives the entries the replay gave its
+// Timeline option, in order, for every run selection and stop; up to 0 it reads nothing, and an error of its callback
+// ends the read and is returned.
+func TestTimelineReadsWhatReplayGave(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	head := audittest.Scenario(t, dir)
+	l, err := audit.Open(dir)
+	require.NoError(t, err)
+	defer l.Close()
+
+	at := audittest.Epoch.Add(10 * time.Second)
+	for _, c := range []struct {
+		run string
+		to  uint64
+		at  *time.Time
+	}{
+		{"", 0, nil}, {"", 15, nil}, {audittest.RunUnlimited, 0, nil}, {audittest.RunBudget, 0, &at},
+		{"", 0, new(time.Time)},
+	} {
+		t.Run(fmt.Sprintf("%s to %d at %v", c.run, c.to, c.at), func(t *testing.T) {
+			var replayed, read []audit.Entry
+			res, err := audit.Replay(l, audit.ReplayOptions{Run: c.run, To: c.to, At: c.at,
+				Timeline: func(e audit.Entry) { replayed = append(replayed, e) }})
+			require.NoError(t, err)
+			require.NoError(t, audit.Timeline(l, c.run, res.State.Position, func(e audit.Entry) error {
+				read = append(read, e)
+				return nil
+			}))
+			require.Equal(t, replayed, read)
+			if c.at != nil && c.at.IsZero() {
+				require.Empty(t, read, "a replay that stopped before the first event")
+			} else {
+				require.NotEmpty(t, read)
+			}
+		})
+	}
+
+	stop := errors.New("enough")
+	n := 0
+	err = audit.Timeline(l, "", head, func(audit.Entry) error {
+		n++
+		return stop
+	})
+	require.ErrorIs(t, err, stop)
+	require.Equal(t, 1, n)
+}
