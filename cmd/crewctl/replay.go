@@ -26,7 +26,8 @@ type replayFlags struct {
 // where a damaged store can differ at millions of places.
 const defaultDiffMax = 100
 
-// replayOutput is replay's --json document.
+// replayOutput is replay's --json document. Its Timeline is written entry by entry (printReplayJSON) and is empty
+// here: replay does not hold it.
 type replayOutput struct {
 	Head      uint64             `json:"head"`
 	Position  uint64             `json:"position"`
@@ -98,6 +99,13 @@ reported as corrupt and exits 1. A read of the store that fails (an I/O
 error) is not damage: replay says it could not read the store and exits 3,
 as when the store does not open.
 
+The timeline is not held in memory: once the replay has stopped (and
+--diff has compared), replay reads the selection's events again and prints
+them as it reads, so a store of millions of events needs the memory of its
+state, not of its timeline. A read of that second pass that fails ends the
+output where it was. The decisions --explain re-runs are held until they are
+printed, after the state.
+
 The store must not be held by a running crewd (Pebble locks it even for
 readers): stop crewd, or replay a backup made with 'crewctl backup'. With --nats
 it replays a JetStream cluster's log (a temporary copy of the stream).`,
@@ -148,8 +156,13 @@ func (a *app) replay(ctx context.Context, f replayFlags, live bool) error {
 		return err
 	}
 	defer l.Close()
+	// NB: the timeline is not kept: it is read a second time as it is printed (printTimeline), once the stop, the
+	// state and the columns' widths are known and nothing that could fail is left to do.
 	out := replayOutput{Run: f.run, Timeline: []audit.Entry{}, Explained: f.explain}
-	o.Timeline = func(e audit.Entry) { out.Timeline = append(out.Timeline, e) }
+	var widths timelineWidths
+	if !a.json {
+		o.Timeline = widths.fit
+	}
 	bar := newProgress(a.io, "replay")
 	o.Progress = bar.update
 	res, err := audit.Replay(l, o)
@@ -180,12 +193,11 @@ func (a *app) replay(ctx context.Context, f replayFlags, live bool) error {
 			return err
 		}
 	}
-	if a.json {
-		if err := a.printJSON(out); err != nil {
-			return err
+	if err := a.printReplayOutput(l, out, widths); err != nil {
+		if readFailed(err) && !errors.As(err, new(outputFailed)) {
+			return unreadable("replay", dir, err)
 		}
-	} else {
-		printReplay(a.stdout(), out)
+		return problemf("%v", err)
 	}
 	switch {
 	case out.Drift > 0:
@@ -209,18 +221,17 @@ func readFailed(err error) bool {
 	return err != nil
 }
 
-func printReplay(w screen, out replayOutput) {
+// printReplayHead writes the text output's first line, above the timeline.
+func printReplayHead(w screen, out replayOutput) {
 	w.printf("replayed to position %d of %d", out.Position, out.Head)
 	if out.Run != "" {
 		w.printf(", run %s", out.Run)
 	}
 	w.printf("\n")
-	tw := w.table()
-	tw.printf("POS\tTIME\tRUN\tACTOR\tEVENT\tMEANING\n")
-	for _, e := range out.Timeline {
-		tw.printf("%d\t%s\t%s\t%s\t%s\t%s\n", e.Position, e.Time.Format(time.RFC3339), e.Run, e.Actor, e.Type, e.Meaning)
-	}
-	tw.flush()
+}
+
+// printReplayTail writes the text output below the timeline: the state, the decisions and the differences.
+func printReplayTail(w screen, out replayOutput) {
 	w.printf("\nstate at %d: %d run(s), slots %d/%d held, config %s\n", out.Position, len(out.Runs),
 		out.Slots.Held, out.Slots.Capacity, audit.ConfigSummary(out.Config))
 	if out.Explained {

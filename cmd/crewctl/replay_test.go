@@ -33,6 +33,12 @@ func TestReplayGolden(t *testing.T) {
 		{"replay-to.txt", []string{"--to", "15"}},
 		{"replay-at.txt", []string{"--at", "2026-10-01T09:00:10Z", "--run", audittest.RunBudget}},
 		{"replay-diff.txt", []string{"--diff"}},
+		// NB: --json writes its timeline entry by entry: the document it wrote when it held them all.
+		{"replay.json", []string{"--json"}},
+		{"replay-explain-diff.json", []string{"--explain", "--diff", "--json"}},
+		{"replay-run-explain.json", []string{"--run", audittest.RunUnlimited, "--explain", "--json"}},
+		{"replay-at.json", []string{"--at", "2026-10-01T09:00:10Z", "--run", audittest.RunBudget, "--json"}},
+		{"replay-at-nothing.json", []string{"--at", "2001-01-01T00:00:00Z", "--json"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := crewctl(t, nil, append([]string{"replay", "--data", data}, c.args...)...)
