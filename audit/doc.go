@@ -25,6 +25,7 @@
 //   - Replay hands each timeline entry to its caller and keeps none, and
 //     Timeline reads the same entries again up to where a replay stopped:
 //     a timeline is printed without holding it, whatever the log's length.
+//     With a Decision option, the explained decisions are handed on alike.
 //   - Every problem names the first bad position.
 //   - A comparison of states (CompareSnapshot, DiffAtMost) counts every
 //     difference but holds only the first ones it is asked to list: two

@@ -51,8 +51,10 @@ type Decision struct {
 // state before it (which is simply the state not yet fed the buffer: no
 // clone per decision), then folds them.
 type explainer struct {
-	run   string
-	res   *Result
+	run string
+	res *Result
+	// hand, when set, receives each decision in place of res.Decisions.
+	hand  func(Decision)
 	group []events.Event
 }
 
@@ -73,7 +75,14 @@ func (x *explainer) flush() {
 	}
 	s := x.res.State
 	if selected(x.run, x.group[0].Stream) {
-		if d, ok := explainGroup(s, x.group); ok {
+		switch d, ok := explainGroup(s, x.group); {
+		case !ok:
+		case x.hand != nil:
+			if d.Drift {
+				x.res.handedDrift++
+			}
+			x.hand(d)
+		default:
 			x.res.Decisions = append(x.res.Decisions, d)
 		}
 	}

@@ -54,6 +54,10 @@ type ReplayOptions struct {
 	Explain bool
 	// Timeline, when set, receives every event of the selection in order.
 	Timeline func(Entry)
+	// Decision, when set, receives every explained decision (with
+	// Explain) in log order in place of Result.Decisions, which then stays
+	// empty: a replay of millions of decisions holds none of them.
+	Decision func(Decision)
 	// Progress, when set, is called now and then with the events folded
 	// and the number to fold at most: To, else the head, though At may stop
 	// the fold sooner (where, the fold learns only there). The last call
@@ -72,13 +76,18 @@ type Result struct {
 	// Head is the durable head of the log; State.Position is where the
 	// replay stopped.
 	Head uint64
-	// Decisions are the explained decisions (with Explain), in log order.
+	// Decisions are the explained decisions (with Explain), in log order,
+	// unless ReplayOptions.Decision received them.
 	Decisions []Decision
+	// handedDrift counts the decisions handed to ReplayOptions.Decision
+	// that today's code takes differently.
+	handedDrift int
 }
 
-// Drift counts the decisions today's code takes differently.
+// Drift counts the decisions today's code takes differently, those handed
+// to ReplayOptions.Decision included.
 func (r *Result) Drift() int {
-	n := 0
+	n := r.handedDrift
 	for _, d := range r.Decisions {
 		if d.Drift {
 			n++
@@ -116,7 +125,7 @@ func Replay(l *eventlog.Log, o ReplayOptions) (*Result, error) {
 	if o.At != nil {
 		latest = nanos(*o.At)
 	}
-	ex := explainer{run: o.Run, res: res}
+	ex := explainer{run: o.Run, res: res, hand: o.Decision}
 	d := decode(l, res.State.Position+1, o.To, latest)
 	defer d.stop()
 	var done uint64

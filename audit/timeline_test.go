@@ -59,3 +59,35 @@ func TestTimelineReadsWhatReplayGave(t *testing.T) {
 	require.ErrorIs(t, err, stop)
 	require.Equal(t, 1, n)
 }
+
+// TestReplayHandsDecisionsOn: with a Decision option, Replay hands on the decisions it kept in Result.Decisions, in
+// the same order, keeps none, and counts their drift.
+func TestReplayHandsDecisionsOn(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		store func(t testing.TB, dir string)
+		drift int
+	}{
+		{"scenario", func(t testing.TB, dir string) { audittest.Scenario(t, dir) }, 0},
+		{"drift", audittest.Drift, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "store")
+			c.store(t, dir)
+			l, err := audit.Open(dir)
+			require.NoError(t, err)
+			defer l.Close()
+			kept, err := audit.Replay(l, audit.ReplayOptions{Explain: true})
+			require.NoError(t, err)
+			require.NotEmpty(t, kept.Decisions)
+			var handed []audit.Decision
+			res, err := audit.Replay(l, audit.ReplayOptions{Explain: true,
+				Decision: func(d audit.Decision) { handed = append(handed, d) }})
+			require.NoError(t, err)
+			require.Equal(t, kept.Decisions, handed)
+			require.Empty(t, res.Decisions)
+			require.Equal(t, c.drift, kept.Drift())
+			require.Equal(t, c.drift, res.Drift())
+		})
+	}
+}
