@@ -40,6 +40,10 @@ type replayOutput struct {
 	Config    projections.Config `json:"config"`
 	Runs      []projections.Run  `json:"runs"`
 	Explained bool               `json:"explained"`
+
+	// decisions are the decisions --explain re-ran, in their spool (Decisions stays empty): written where
+	// Decisions goes.
+	decisions *decisionSpool
 }
 
 // diffOutput is the comparison --diff made.
@@ -103,8 +107,9 @@ The timeline is not held in memory: once the replay has stopped (and
 --diff has compared), replay reads the selection's events again and prints
 them as it reads, so a store of millions of events needs the memory of its
 state, not of its timeline. A read of that second pass that fails ends the
-output where it was. The decisions --explain re-runs are held until they are
-printed, after the state.
+output where it was. The decisions --explain re-runs wait for their turn,
+after the state, in a file of the temporary directory ($TMPDIR), not in
+memory; the file is gone when replay ends.
 
 The store must not be held by a running crewd (Pebble locks it even for
 readers): stop crewd, or replay a backup made with 'crewctl backup'. With --nats
@@ -163,6 +168,14 @@ func (a *app) replay(ctx context.Context, f replayFlags, live bool) error {
 	if !a.json {
 		o.Timeline = widths.fit
 	}
+	if f.explain {
+		spool, err := newDecisionSpool(a.json)
+		if err != nil {
+			return problemf("replay --explain: keep the decisions: %v", err)
+		}
+		defer spool.close()
+		o.Decision, out.decisions = spool.add, spool
+	}
 	bar := newProgress(a.io, "replay")
 	o.Progress = bar.update
 	res, err := audit.Replay(l, o)
@@ -173,6 +186,9 @@ func (a *app) replay(ctx context.Context, f replayFlags, live bool) error {
 	if err != nil {
 		return problemf("%v", err)
 	}
+	if out.decisions != nil && out.decisions.failed() != nil {
+		return problemf("replay --explain: keep the decisions: %v", out.decisions.failed())
+	}
 	s := res.State
 	if f.run != "" {
 		if _, ok := s.Run(f.run); !ok {
@@ -180,7 +196,7 @@ func (a *app) replay(ctx context.Context, f replayFlags, live bool) error {
 		}
 	}
 	out.Head, out.Position = res.Head, s.Position
-	out.Decisions, out.Drift = res.Decisions, res.Drift()
+	out.Drift = res.Drift()
 	out.Slots, out.Config = s.Slots(), s.Config()
 	page, _ := s.Runs(projections.RunFilter{})
 	for _, r := range page.Runs {
@@ -230,30 +246,15 @@ func printReplayHead(w screen, out replayOutput) {
 	w.printf("\n")
 }
 
-// printReplayTail writes the text output below the timeline: the state, the decisions and the differences.
-func printReplayTail(w screen, out replayOutput) {
+// printReplayTail writes the text output below the timeline: the state, the decisions and the differences. An error
+// is of reading the decisions' spool.
+func printReplayTail(w screen, out replayOutput) error {
 	w.printf("\nstate at %d: %d run(s), slots %d/%d held, config %s\n", out.Position, len(out.Runs),
 		out.Slots.Held, out.Slots.Capacity, audit.ConfigSummary(out.Config))
 	if out.Explained {
-		w.printf("\ndecisions re-run with today's code: %d, drift: %d\n", len(out.Decisions), out.Drift)
-		for _, d := range out.Decisions {
-			subject := d.Subject
-			if subject == "" {
-				subject = "-"
-			}
-			mark := "ok   "
-			if d.Drift {
-				mark = "DRIFT"
-			}
-			w.printf("%s #%d %s %s %s by %s\n", mark, d.Position, d.Time.Format(time.RFC3339), d.Command, subject, d.Actor)
-			w.printf("      recorded: %s\n", d.Recorded)
-			if d.Drift {
-				w.printf("      today:    %s\n", d.Today)
-			}
-			w.printf("      rule:     %s\n", d.Rule)
-			for _, df := range d.Differences {
-				w.printf("      differs at %s: recorded %s, today %s\n", df.Path, df.Left, df.Right)
-			}
+		w.printf("\ndecisions re-run with today's code: %d, drift: %d\n", out.decisions.n, out.Drift)
+		if err := out.decisions.copyTo(w.w); err != nil {
+			return err
 		}
 	}
 	if out.Diff != nil {
@@ -270,5 +271,27 @@ func printReplayTail(w screen, out replayOutput) {
 			w.printf("  … and %d more, not listed (--diff-max %d; 0 lists every one)\n", unlisted,
 				len(out.Diff.Differences))
 		}
+	}
+	return nil
+}
+
+// printDecision writes a decision --explain re-ran: how it was recorded, how today's code takes it, by which rule.
+func printDecision(w screen, d audit.Decision) {
+	subject := d.Subject
+	if subject == "" {
+		subject = "-"
+	}
+	mark := "ok   "
+	if d.Drift {
+		mark = "DRIFT"
+	}
+	w.printf("%s #%d %s %s %s by %s\n", mark, d.Position, d.Time.Format(time.RFC3339), d.Command, subject, d.Actor)
+	w.printf("      recorded: %s\n", d.Recorded)
+	if d.Drift {
+		w.printf("      today:    %s\n", d.Today)
+	}
+	w.printf("      rule:     %s\n", d.Rule)
+	for _, df := range d.Differences {
+		w.printf("      differs at %s: recorded %s, today %s\n", df.Path, df.Left, df.Right)
 	}
 }

@@ -36,7 +36,9 @@ func (a *app) printReplayOutput(l *eventlog.Log, out replayOutput, widths timeli
 	printReplayHead(s, out)
 	err := printTimeline(w, l, out, widths)
 	if err == nil {
-		printReplayTail(s, out)
+		if err = printReplayTail(s, out); err != nil {
+			err = outputFailed{err}
+		}
 	}
 	_ = w.Flush() // NB: a write that failed fails the command at its end (output.go), as every screen's does
 	return err
@@ -170,6 +172,19 @@ func printReplayJSON(w io.Writer, l *eventlog.Log, out replayOutput) error {
 		if _, err := w.Write([]byte("\n  ")); err != nil {
 			return outputFailed{err}
 		}
+	}
+	if out.decisions != nil && out.decisions.n > 0 {
+		// NB: where Decisions goes, after the timeline's closing bracket; it is empty, so the document lacks it.
+		if _, err := w.Write(append(tail[:1:1], ",\n  \"decisions\": ["...)); err != nil {
+			return outputFailed{err}
+		}
+		if err := out.decisions.copyTo(w); err != nil {
+			return outputFailed{err}
+		}
+		if _, err := w.Write([]byte("\n  ]")); err != nil {
+			return outputFailed{err}
+		}
+		tail = tail[1:]
 	}
 	if _, err := w.Write(tail); err != nil {
 		return outputFailed{err}
