@@ -331,8 +331,9 @@ func (a *app) restore(backup, target string) (err error) {
 		return err
 	}
 	// NB: a restore that fails (a backup that does not verify, say) leaves no data directory it made: it is made
-	// before the claim below, which lives in it.
-	if _, serr := os.Stat(target); errors.Is(serr, os.ErrNotExist) {
+	// before the claim below, which lives in it. NB: Lstat, not Stat: a symbolic link to nothing is there, not made
+	// by the restore (which fails on it), and not its to take out.
+	if _, serr := os.Lstat(target); errors.Is(serr, os.ErrNotExist) {
 		defer func() {
 			if err != nil {
 				os.Remove(target) // NB: empty only: a directory anyone else put something in stays

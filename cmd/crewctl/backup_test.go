@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,6 +50,24 @@ func TestRestoreFailingPartWayLeavesNoStore(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.out+r.err)
 	r = crewctl(t, nil, "verify", "--data", target)
 	require.Equal(t, exitOK, r.code, r.out+r.err)
+}
+
+// TestRestoreFailingLeavesASymlinkItDidNotMake: restore took a DIR that os.Stat found missing for one it would make,
+// so a DIR that is a symbolic link to nothing (a volume not mounted yet), on which the restore fails, was removed as
+// the restore failed: a failed restore takes out only a DIR it made.
+func TestRestoreFailingLeavesASymlinkItDidNotMake(t *testing.T) {
+	tmp := t.TempDir()
+	backup := filepath.Join(tmp, "backup")
+	require.Equal(t, exitOK, crewctl(t, nil, "backup", backup, "--data", scenarioData(t)).code)
+	target := filepath.Join(tmp, "restored")
+	require.NoError(t, os.Symlink(filepath.Join(tmp, "not-mounted"), target))
+
+	r := crewctl(t, nil, "restore", backup, "--data", target)
+	require.Equal(t, exitOpen, r.code, r.out+r.err)
+	st, err := os.Lstat(target)
+	require.NoError(t, err, "the symbolic link the failed restore did not make is left")
+	require.Equal(t, fs.ModeSymlink, st.Mode().Type())
+	require.NoDirExists(t, filepath.Join(tmp, "not-mounted"))
 }
 
 // TestRestoreKilledWhileStagingRunsAgain: a restore killed (kill -9, a crash) while it built its copy left that
