@@ -3,6 +3,7 @@ package eventlog
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -155,6 +156,15 @@ func removeIfStale(dir string, holds []string) (removed bool, err error) {
 	}
 	defer lock.Close()
 	return true, os.RemoveAll(dir)
+}
+
+// LockDir takes the lock of the directory dir that staging directories are made under (NewStagingDir,
+// NewSoleStagingDir) and returns what holds it: closing it lets go of it. A process that must not start beside a copy
+// into dir (crewd on a data directory without a store) holds it from its check for staging directories until it has
+// made its own first entries, so that a copy claims dir either before the check, which then sees it, or after those
+// entries, which it then finds: dir is not empty.
+func LockDir(dir string) (io.Closer, error) {
+	return lockDir(dir, syscall.LOCK_EX)
 }
 
 // lockDir takes the flock how on the directory dir and returns the open directory that holds it: closing it lets go

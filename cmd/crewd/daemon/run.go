@@ -103,7 +103,19 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 		return err
 	}
 	// No store: a new one is made here, unless the directory is not for one.
+	var dirLock io.Closer
+	defer func() {
+		if dirLock != nil {
+			dirLock.Close()
+		}
+	}()
 	if _, err := os.Lstat(storeDir); err != nil {
+		// NB: under the data directory's lock, which a crewctl copy into it takes to claim it, until the admin.token
+		// and server.key below are made: a restore that claimed the directory right after the check found no copy
+		// went on beside this crewd, which served a new, empty store, and could take out a server.key crewd had read.
+		if dirLock, err = eventlog.LockDir(cfg.DataDir); err != nil {
+			return err
+		}
 		if err := checkNotABareStore(cfg.DataDir); err != nil {
 			return err
 		}
@@ -140,6 +152,10 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	key, err := ServerKey(cfg.DataDir)
 	if err != nil {
 		return err
+	}
+	if dirLock != nil {
+		dirLock.Close()
+		dirLock = nil
 	}
 	session, err := randomBytes(4)
 	if err != nil {

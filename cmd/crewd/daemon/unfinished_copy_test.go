@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -57,4 +58,44 @@ func TestRunRefusesAnUnfinishedCopy(t *testing.T) {
 			require.Len(t, names, 1, "nothing was written beside %s", tc.entry)
 		})
 	}
+}
+
+// TestRunChecksForACopyUnderTheDataDirectorysLock: crewd looked for a copy's staging directory without the data
+// directory's lock, which a crewctl copy takes to claim the directory, so a restore that claimed it right after the
+// look copied beside a crewd that went on to serve a new, empty store (and could take out a server.key that crewd had
+// read). crewd now looks, and makes its admin.token and server.key, under that lock: here a restore holds it and
+// claims the directory while crewd waits, and crewd then finds the claim and refuses to start, writing nothing.
+func TestRunChecksForACopyUnderTheDataDirectorysLock(t *testing.T) {
+	c := testConfig(t)
+	require.NoError(t, os.MkdirAll(c.DataDir, 0o700))
+	lock, err := eventlog.LockDir(c.DataDir)
+	require.NoError(t, err)
+	type result struct {
+		served bool
+		err    error
+	}
+	ended := make(chan result, 1)
+	go func() {
+		served, err := runUntilServed(c)
+		ended <- result{served, err}
+	}()
+	// NB: crewd waits for the lock before it writes anything; without the lock it served at once.
+	select {
+	case r := <-ended:
+		t.Fatalf("crewd did not wait for the data directory's lock: served %v, %v", r.served, r.err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	names, err := os.ReadDir(c.DataDir)
+	require.NoError(t, err)
+	require.Empty(t, names, "crewd wrote nothing while a copy held the data directory")
+	staging := filepath.Join(c.DataDir, RestoreStaging+"123")
+	require.NoError(t, os.Mkdir(staging, 0o700)) // the restore's claim, made under the lock
+	require.NoError(t, lock.Close())
+
+	r := <-ended
+	require.False(t, r.served, "crewd served a new, empty store beside a restore")
+	require.ErrorContains(t, r.err, staging)
+	names, err = os.ReadDir(c.DataDir)
+	require.NoError(t, err)
+	require.Len(t, names, 1, "nothing was written beside the restore's claim")
 }
