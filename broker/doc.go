@@ -127,9 +127,9 @@
 //     holding nothing takes one frame, and that the answer its reader rendered, having read the request only once
 //     the connection was within those bounds, goes in beyond them (counted: no answer waits for room outside the
 //     budgets, so a credential's connections that read nothing hold at most OutboundBytesPerCredential +
-//     MaxConnsPerCredential × 2 × MaxFrame) — so outbound memory ≤ GlobalOutboundBytes + (MaxConns+AdminConns) × 2
-//     × MaxFrame (+ one resync, one final frame and the answers of its waits, a task's status each, per
-//     connection); queue ≤ OutboundQueueCap frames (+ those answers); connections ≤
+//     MaxConnsPerCredential × 2 × MaxFrame, + the frames per connection named next) — so outbound memory ≤ GlobalOutboundBytes +
+//     (MaxConns+AdminConns) × 2 × MaxFrame (+ one resync, one final frame and the answers of its waits, a task's
+//     status each, per connection); queue ≤ OutboundQueueCap frames (+ those answers); connections ≤
 //     MaxConns+AdminConns; the bytes of lines longer than a reader's 4 KiB read-ahead, from the moment they outgrow
 //     it until they end, ≤ InboundBytesPerCredential for a credential's connections, ≤ InboundBytesPerRun for a
 //     run's worker connections (so neither one token's lines left unfinished nor those of the many tokens one run

@@ -179,7 +179,7 @@ func (q *outbound) pushesEnded() bool {
 	return q.noPushes
 }
 
-// awaitRoom waits until the connection is within its bounds (roomFor), so that its reader may read, and render the
+// awaitRoom waits until the connection is within its bounds (hasRoom), so that its reader may read, and render the
 // answer to, its next request: false means the connection closed first. NB: the answer is rendered only once there is
 // room for it, never to wait for room with its frame held outside every budget (pushResponse).
 func (q *outbound) awaitRoom(done <-chan struct{}) bool {
