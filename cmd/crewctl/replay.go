@@ -83,9 +83,9 @@ it is explained from its record and not decided again.
 
 --diff compares the rebuilt state with the newest snapshot, or with the live
 daemon's views when --socket is given (the token from --token-file or
-<data>/admin.token), and exits 1 on any difference, or when the snapshot is
-one crewd does not load (another build's, the state at another position
-than it is stored at): there is nothing to compare. A run one side holds
+<data>/admin.token), and exits 1 on any difference, or when the store has
+no snapshot or one crewd does not load (another build's, the state at
+another position than it is stored at): there is nothing to compare. A run one side holds
 and the other does not is one difference, absent from that side. It lists
 the first --diff-max differences (100 unless given; 0 lists every one) and
 says how many there are in all: a damaged store can differ at millions of
