@@ -38,7 +38,14 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	cfg, err := Load(args, env)
 	switch {
 	case errors.Is(err, ErrHelp):
-		Usage(stdout, env)
+		// NB: a help that could not be written (a full disk, a closed pipe) is no success: a script that saves it
+		// learns it has nothing.
+		w := &firstWriteError{w: stdout}
+		Usage(w, env)
+		if w.err != nil {
+			fmt.Fprintln(stderr, "crewd: write the help:", w.err)
+			return ExitRuntime
+		}
 		return ExitOK
 	case err != nil:
 		fmt.Fprintln(stderr, err)
@@ -368,4 +375,19 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	}
 	lg.Info("shutting down")
 	return nil
+}
+
+// firstWriteError writes to w until a write fails, and keeps that failure.
+type firstWriteError struct {
+	w   io.Writer
+	err error
+}
+
+func (f *firstWriteError) Write(p []byte) (int, error) {
+	if f.err != nil {
+		return 0, f.err
+	}
+	n, err := f.w.Write(p)
+	f.err = err
+	return n, err
 }

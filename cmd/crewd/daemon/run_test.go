@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -26,6 +27,10 @@ func TestMainExitStatus(t *testing.T) {
 
 	require.Equal(t, ExitOK, Main([]string{"--help"}, &out, &errs))
 	require.Contains(t, out.String(), "Usage: crewd [flags]")
+	// A help that cannot be written (crewd --help > /dev/full) is a runtime error, not a success.
+	require.Equal(t, ExitRuntime, Main([]string{"--help"}, failingWriter{}, &errs))
+	require.Contains(t, errs.String(), "crewd: write the help: no space left on device")
+	errs.Reset()
 
 	require.Equal(t, ExitUsage, Main([]string{"--data", data, "--max-slots", "0"}, &out, &errs))
 	require.Contains(t, errs.String(), "--max-slots: 0 is outside 1..64")
@@ -41,3 +46,8 @@ func TestMainExitStatus(t *testing.T) {
 	require.Contains(t, errs.String(), "has mode 0644")
 	require.NoFileExists(t, sock)
 }
+
+// failingWriter fails every write as a full disk does.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, syscall.ENOSPC }
