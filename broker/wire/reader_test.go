@@ -19,7 +19,11 @@ func object(n int) string { return `{"a":"` + strings.Repeat("x", n-8) + `"}` }
 
 // readAll reads frames until an error and returns them with that error.
 func readAll(src io.Reader, maxFrame int) ([]string, error) {
-	r := NewReader(src, maxFrame)
+	return readFrames(NewReader(src, maxFrame))
+}
+
+// readFrames reads r's frames until an error and returns them with that error.
+func readFrames(r *Reader) ([]string, error) {
 	var frames []string
 	for {
 		f, err := r.ReadFrame()
