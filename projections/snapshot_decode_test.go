@@ -259,39 +259,148 @@ func TestWhatCrewlogWritesTakesTheFastPath(t *testing.T) {
 	require.Equal(t, before, reflectionDecodes.Load())
 }
 
-// FuzzFastDecodeMatchesReflection: on any bytes the fast path decodes, of a
-// run or of a whole snapshot, reflection decodes the same.
-func FuzzFastDecodeMatchesReflection(f *testing.F) {
-	// NB: small seeds: the fuzzer minimises every input it finds new, and
-	// a seed of tens of kilobytes keeps it minimising.
+// largeDecodeInputs are a folded run's encoding and a whole snapshot's
+// fields (the snapshot without its format version): the inputs the fuzzer's
+// seeds are cut from (fuzzSeedsOf), read whole by
+// TestFastDecodeMatchesReflectionOnWholeEncodings.
+func largeDecodeInputs(t testing.TB) [][]byte {
 	s := fold(realisticHistory(12))
-	for _, id := range runIDs(f, s) {
+	var inputs [][]byte
+	for _, id := range runIDs(t, s) {
 		sr := snapshotRunOf(s.runs[id])
 		b, err := appendSnapshotRun(nil, &sr, nil)
-		require.NoError(f, err)
-		f.Add(b)
+		require.NoError(t, err)
+		inputs = append(inputs, b)
 	}
 	b, err := EncodeSnapshot(s)
-	require.NoError(f, err)
-	f.Add(b[3:])
-	f.Fuzz(func(t *testing.T, b []byte) {
-		if got, err := decodeSnapshotRun(b); err == nil {
-			require.NoError(t, checkMsgpack(b, 1))
-			var want snapshotRun
-			require.NoError(t, msgpack.Unmarshal(b, &want))
-			if !hasNaN(reflect.ValueOf(want)) { // NB: a NaN is not equal to itself
-				require.Equal(t, &want, got)
+	require.NoError(t, err)
+	return append(inputs, b[3:])
+}
+
+// fuzzSeedMax is the size fuzzSeedsOf keeps a seed within, but for a single
+// value larger than it.
+const fuzzSeedMax = 128
+
+// fuzzSeedsOf cuts the msgpack map b into small maps of the same keys and
+// values that together hold every key of b: the values that fit go
+// together, up to fuzzSeedMax bytes a map, and a larger map, or array of
+// maps, is cut the same way under its key (an array to its first element).
+// The fuzzer minimises every input that finds new code, removing each of
+// its bytes and each of its ranges in turn, so a seed of kilobytes keeps
+// it minimising; a small one of each field still reaches every field's
+// decoding.
+func fuzzSeedsOf(t testing.TB, b []byte) [][]byte {
+	d := msgpack.NewDecoder(bytes.NewReader(b))
+	n, err := d.DecodeMapLen()
+	require.NoError(t, err)
+	var seeds [][]byte
+	var group []byte
+	groupLen := 0
+	flush := func() {
+		if groupLen > 0 {
+			seeds = append(seeds, append(m.MapLen(nil, groupLen), group...))
+		}
+		group, groupLen = nil, 0
+	}
+	for range n {
+		key, err := d.DecodeRaw()
+		require.NoError(t, err)
+		value, err := d.DecodeRaw()
+		require.NoError(t, err)
+		entry := append(append([]byte{}, key...), value...)
+		if len(entry) > fuzzSeedMax {
+			if inner, isArray := firstMapOf(t, value); inner != nil {
+				for _, s := range fuzzSeedsOf(t, inner) {
+					if isArray {
+						s = append(m.ArrayLen(nil, 1), s...)
+					}
+					seeds = append(seeds, append(append(m.MapLen(nil, 1), key...), s...))
+				}
+				continue
 			}
 		}
-		if got, err := decodeSnapshotFields(b); err == nil {
-			full := append(m.Uint16(nil, SnapshotFormat), b...)
-			want, _, err := decodeByReflection[snapshot](full)
-			require.NoError(t, err)
-			if !hasNaN(reflect.ValueOf(want)) {
-				require.Equal(t, want, got)
-			}
+		if groupLen > 0 && len(group)+len(entry) > fuzzSeedMax {
+			flush()
 		}
-	})
+		group, groupLen = append(group, entry...), groupLen+1
+	}
+	flush()
+	return seeds
+}
+
+// firstMapOf returns v when it is a msgpack map, and v's first element
+// (isArray) when v is an array whose first element is a map; nil otherwise.
+func firstMapOf(t testing.TB, v []byte) (inner []byte, isArray bool) {
+	isMap := func(c byte) bool { return c&0xf0 == 0x80 || c == 0xde || c == 0xdf }
+	switch c := v[0]; {
+	case isMap(c):
+		return v, false
+	case c&0xf0 == 0x90 || c == 0xdc || c == 0xdd:
+		d := msgpack.NewDecoder(bytes.NewReader(v))
+		if n, err := d.DecodeArrayLen(); err != nil || n == 0 {
+			return nil, false
+		}
+		first, err := d.DecodeRaw()
+		require.NoError(t, err)
+		if isMap(first[0]) {
+			return first, true
+		}
+	}
+	return nil, false
+}
+
+// requireFastDecodeMatchesReflection: if the fast path decodes b, of a run
+// or of a whole snapshot, reflection decodes the same.
+func requireFastDecodeMatchesReflection(t *testing.T, b []byte) {
+	if got, err := decodeSnapshotRun(b); err == nil {
+		require.NoError(t, checkMsgpack(b, 1))
+		var want snapshotRun
+		require.NoError(t, msgpack.Unmarshal(b, &want))
+		if !hasNaN(reflect.ValueOf(want)) { // NB: a NaN is not equal to itself
+			require.Equal(t, &want, got)
+		}
+	}
+	if got, err := decodeSnapshotFields(b); err == nil {
+		full := append(m.Uint16(nil, SnapshotFormat), b...)
+		want, _, err := decodeByReflection[snapshot](full)
+		require.NoError(t, err)
+		if !hasNaN(reflect.ValueOf(want)) {
+			require.Equal(t, want, got)
+		}
+	}
+}
+
+// TestFastDecodeMatchesReflectionOnWholeEncodings: what the fuzzer's seeds
+// are cut from, each taken by the fast path, decodes as reflection does;
+// and the seeds are small, and each is taken by the fast path too (a seed
+// that falls back fuzzes nothing of it).
+func TestFastDecodeMatchesReflectionOnWholeEncodings(t *testing.T) {
+	for i, b := range largeDecodeInputs(t) {
+		_, runErr := decodeSnapshotRun(b)
+		_, fieldsErr := decodeSnapshotFields(b)
+		require.True(t, runErr == nil || fieldsErr == nil, "input %d falls back", i)
+		requireFastDecodeMatchesReflection(t, b)
+		seeds := fuzzSeedsOf(t, b)
+		for _, s := range seeds {
+			require.LessOrEqual(t, len(s), 2*fuzzSeedMax, "input %d: seed %q", i, s)
+			_, runErr := decodeSnapshotRun(s)
+			_, fieldsErr := decodeSnapshotFields(s)
+			require.True(t, runErr == nil || fieldsErr == nil, "input %d: seed %q falls back", i, s)
+		}
+	}
+}
+
+// FuzzFastDecodeMatchesReflection: on any bytes the fast path decodes, of a
+// run or of a whole snapshot, reflection decodes the same. The seeds are
+// cut small (fuzzSeedsOf) from a folded run and a whole snapshot, which
+// TestFastDecodeMatchesReflectionOnWholeEncodings reads whole.
+func FuzzFastDecodeMatchesReflection(f *testing.F) {
+	for _, b := range largeDecodeInputs(f) {
+		for _, s := range fuzzSeedsOf(f, b) {
+			f.Add(s)
+		}
+	}
+	f.Fuzz(requireFastDecodeMatchesReflection)
 }
 
 // hasNaN reports whether v holds a floating-point NaN anywhere.
