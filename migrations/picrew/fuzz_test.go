@@ -1,10 +1,15 @@
 package picrew
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -158,15 +163,114 @@ var fuzzSeeds = map[string][]string{
 	},
 }
 
-// fuzzInputs are every target's sample bytes and its hand-made variants.
-func fuzzInputs(tree map[string][]byte) (targets []uint8, inputs [][]byte) {
+// fuzzSeedMax is the size cutSeed keeps a seed within, but for a single
+// value larger than it. The fuzzer minimises every input that finds new
+// code, removing each of its bytes and each of its ranges in turn and
+// importing the root for each: a seed of kilobytes (the sample's tasks.json
+// and events.jsonl) kept it minimising for all of a run.
+const fuzzSeedMax = 96
+
+// fuzzInputs are every target's sample bytes and its hand-made variants,
+// cut small (cutSeed).
+func fuzzInputs(t testing.TB, tree map[string][]byte) (targets []uint8, inputs [][]byte) {
 	for i, p := range fuzzTargets {
-		targets, inputs = append(targets, uint8(i)), append(inputs, tree[p])
-		for _, s := range fuzzSeeds[p] {
-			targets, inputs = append(targets, uint8(i)), append(inputs, []byte(s))
+		for _, s := range append([][]byte{tree[p]}, stringsAsBytes(fuzzSeeds[p])...) {
+			for _, c := range cutSeed(t, s) {
+				targets, inputs = append(targets, uint8(i)), append(inputs, c)
+			}
 		}
 	}
 	return targets, inputs
+}
+
+func stringsAsBytes(ss []string) [][]byte {
+	var bs [][]byte
+	for _, s := range ss {
+		bs = append(bs, []byte(s))
+	}
+	return bs
+}
+
+// cutSeed cuts b into inputs of at most fuzzSeedMax bytes that hold its
+// lines and values: a JSON document compacted, and then an object into
+// objects of some of its members and an array into one-element arrays, each
+// cut the same way when still too large; a JSONL file into runs of whole
+// lines in their order, a line too large cut as a document. What is not
+// JSON, or is one value too large to cut (a long string), is kept whole.
+func cutSeed(t testing.TB, b []byte) [][]byte {
+	if len(b) <= fuzzSeedMax {
+		return [][]byte{b}
+	}
+	if lines := bytes.SplitAfter(b, []byte("\n")); len(lines) > 1 && !json.Valid(b) {
+		var cuts [][]byte
+		var run []byte
+		for _, line := range lines {
+			if len(run) > 0 && len(run)+len(line) > fuzzSeedMax {
+				cuts, run = append(cuts, run), nil
+			}
+			if len(line) > fuzzSeedMax {
+				cuts = append(cuts, cutSeed(t, bytes.TrimSuffix(line, []byte("\n")))...)
+				continue
+			}
+			run = append(run, line...)
+		}
+		if len(run) > 0 {
+			cuts = append(cuts, run)
+		}
+		return cuts
+	}
+	var compact bytes.Buffer
+	if json.Compact(&compact, b) != nil {
+		return [][]byte{b}
+	}
+	if compact.Len() <= fuzzSeedMax {
+		return [][]byte{compact.Bytes()}
+	}
+	var members map[string]json.RawMessage
+	if json.Unmarshal(compact.Bytes(), &members) == nil {
+		var cuts [][]byte
+		group := map[string]json.RawMessage{}
+		size := 0
+		flush := func() {
+			if len(group) > 0 {
+				cuts = append(cuts, marshalSeed(t, group))
+			}
+			group, size = map[string]json.RawMessage{}, 0
+		}
+		for _, k := range slices.Sorted(maps.Keys(members)) {
+			entry := len(k) + len(members[k]) + 4
+			if entry+2 > fuzzSeedMax {
+				for _, c := range cutSeed(t, members[k]) {
+					cuts = append(cuts, marshalSeed(t, map[string]json.RawMessage{k: c}))
+				}
+				continue
+			}
+			if size+entry+2 > fuzzSeedMax {
+				flush()
+			}
+			group[k] = members[k]
+			size += entry
+		}
+		flush()
+		return cuts
+	}
+	var elems []json.RawMessage
+	if json.Unmarshal(compact.Bytes(), &elems) == nil {
+		var cuts [][]byte
+		for _, e := range elems {
+			for _, c := range cutSeed(t, e) {
+				cuts = append(cuts, append(append([]byte("["), c...), ']'))
+			}
+		}
+		return cuts
+	}
+	return [][]byte{compact.Bytes()}
+}
+
+func marshalSeed(t testing.TB, v map[string]json.RawMessage) []byte {
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return b
 }
 
 // requireWellFormed holds one write of run to what the daemon's
@@ -233,56 +337,60 @@ func requireReports(t testing.TB, skipped []Skipped) {
 //     same things (doc.go's idempotence).
 func FuzzImport(f *testing.F) {
 	tree := sampleTree(f)
-	targets, inputs := fuzzInputs(tree)
+	targets, inputs := fuzzInputs(f, tree)
 	for i := range targets {
 		f.Add(targets[i], inputs[i])
 	}
 	dir := f.TempDir()
 	writeTree(f, dir, tree)
-	f.Fuzz(func(t *testing.T, target uint8, data []byte) {
-		rel := fuzzTargets[int(target)%len(fuzzTargets)]
-		defer replaced(t, dir, tree, rel, data)()
+	f.Fuzz(func(t *testing.T, target uint8, data []byte) { importReplaced(t, dir, tree, target, data) })
+}
 
-		// What the import appends, as the follower would send it.
-		src := &source{root: dir}
-		runs, err := src.readRuns()
-		require.NoError(t, err)
-		for _, r := range runs {
-			for _, w := range newPlanner(src, r, time.Now).plan() {
-				requireWellFormed(t, r.id, Write{ID: w.id, RunID: r.id, Items: w.items})
-			}
+// importReplaced is FuzzImport's input: the sample crew root written under
+// dir with the file target replaced by data.
+func importReplaced(t *testing.T, dir string, tree map[string][]byte, target uint8, data []byte) {
+	rel := fuzzTargets[int(target)%len(fuzzTargets)]
+	defer replaced(t, dir, tree, rel, data)()
+
+	// What the import appends, as the follower would send it.
+	src := &source{root: dir}
+	runs, err := src.readRuns()
+	require.NoError(t, err)
+	for _, r := range runs {
+		for _, w := range newPlanner(src, r, time.Now).plan() {
+			requireWellFormed(t, r.id, Write{ID: w.id, RunID: r.id, Items: w.items})
 		}
+	}
 
-		l := openFuzzStore(t)
-		defer l.Close()
-		sum, err := Import(l, dir, nil)
-		require.NoError(t, err, "a damaged file is reported, never fatal")
-		head, _ := l.Head()
-		require.Equal(t, uint64(sum.Appended), head, "the summary counts what was appended")
+	l := openFuzzStore(t)
+	defer l.Close()
+	sum, err := Import(l, dir, nil)
+	require.NoError(t, err, "a damaged file is reported, never fatal")
+	head, _ := l.Head()
+	require.Equal(t, uint64(sum.Appended), head, "the summary counts what was appended")
 
-		forEachEvent(t, l, func(*eventlog.Event) {})
+	forEachEvent(t, l, func(*eventlog.Event) {})
 
-		rep, err := audit.Verify(l, nil)
-		require.NoError(t, err, "the import left a store that does not verify")
-		for _, pr := range rep.Check.Problems {
-			require.Equal(t, audit.InvariantReservation, pr.Invariant, "%v", pr)
-			// A negative amount is one no decision writes, and the ledger
-			// does not add it (projections' addSpend).
-			require.NotContains(t, pr.Detail, "reserved -", "%v", pr)
-		}
+	rep, err := audit.Verify(l, nil)
+	require.NoError(t, err, "the import left a store that does not verify")
+	for _, pr := range rep.Check.Problems {
+		require.Equal(t, audit.InvariantReservation, pr.Invariant, "%v", pr)
+		// A negative amount is one no decision writes, and the ledger
+		// does not add it (projections' addSpend).
+		require.NotContains(t, pr.Detail, "reserved -", "%v", pr)
+	}
 
-		again, err := Import(l, dir, nil)
-		require.NoError(t, err)
-		require.Zero(t, again.Appended, "a second import of the same files appends nothing")
-		h, _ := l.Head()
-		require.Equal(t, head, h)
-		requireReports(t, sum.Skipped)
-		require.Equal(t, sum.Skipped, again.Skipped, "the same things are reported again")
-		for i, r := range again.Runs {
-			require.Equal(t, r.Writes, r.Existing, "run %s: every write found recorded", r.RunID)
-			require.Equal(t, sum.Runs[i].Writes, r.Writes)
-		}
-	})
+	again, err := Import(l, dir, nil)
+	require.NoError(t, err)
+	require.Zero(t, again.Appended, "a second import of the same files appends nothing")
+	h, _ := l.Head()
+	require.Equal(t, head, h)
+	requireReports(t, sum.Skipped)
+	require.Equal(t, sum.Skipped, again.Skipped, "the same things are reported again")
+	for i, r := range again.Runs {
+		require.Equal(t, r.Writes, r.Existing, "run %s: every write found recorded", r.RunID)
+		require.Equal(t, sum.Runs[i].Writes, r.Writes)
+	}
 }
 
 // checkingSink is a Sink that holds every write to what the daemon takes
@@ -322,30 +430,100 @@ func (*checkingSink) Checkpoints(context.Context) ([]events.ImportCheckpoint, er
 // sends must be one the daemon takes, and none may stay pending.
 func FuzzFollow(f *testing.F) {
 	tree := sampleTree(f)
-	targets, inputs := fuzzInputs(tree)
+	targets, inputs := fuzzInputs(f, tree)
 	for i := range targets {
 		f.Add(targets[i], inputs[i], uint16(len(inputs[i])/2))
 	}
 	dir := f.TempDir()
 	writeTree(f, dir, tree)
-	runsDir := filepath.Join(dir, "state", "runs")
 	f.Fuzz(func(t *testing.T, target uint8, data []byte, cut uint16) {
-		rel := fuzzTargets[int(target)%len(fuzzTargets)]
-		defer replaced(t, dir, tree, rel, data[:min(int(cut), len(data))])()
-
-		sink := &checkingSink{t: t}
-		var reported []Skipped
-		fl := NewFollower(dir, sink, &FollowOptions{SettleAfter: time.Nanosecond, CheckpointEvery: time.Nanosecond,
-			Report: func(s Skipped) { reported = append(reported, s) }})
-		fl.cks = map[string]events.ImportCheckpoint{} // what Run loads first: no checkpoint yet
-		fl.pass(t.Context(), runsDir, true, nil)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, filepath.FromSlash(rel)), data, 0o644))
-		fl.pass(t.Context(), runsDir, true, nil)
-		fl.pass(t.Context(), runsDir, true, nil)
-		for id, r := range fl.runs {
-			require.Empty(t, r.pending, "run %s: writes left pending with a daemon that takes everything", id)
-		}
-		require.Positive(t, sink.writes, "the sample's other run is imported whatever the input")
-		requireReports(t, reported)
+		followReplaced(t, dir, tree, target, data, cut)
 	})
+}
+
+// followReplaced is FuzzFollow's input: the sample crew root written under
+// dir with the file target replaced by data, first cut.
+func followReplaced(t *testing.T, dir string, tree map[string][]byte, target uint8, data []byte, cut uint16) {
+	runsDir := filepath.Join(dir, "state", "runs")
+	rel := fuzzTargets[int(target)%len(fuzzTargets)]
+	defer replaced(t, dir, tree, rel, data[:min(int(cut), len(data))])()
+
+	sink := &checkingSink{t: t}
+	var reported []Skipped
+	fl := NewFollower(dir, sink, &FollowOptions{SettleAfter: time.Nanosecond, CheckpointEvery: time.Nanosecond,
+		Report: func(s Skipped) { reported = append(reported, s) }})
+	fl.cks = map[string]events.ImportCheckpoint{} // what Run loads first: no checkpoint yet
+	fl.pass(t.Context(), runsDir, true, nil)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, filepath.FromSlash(rel)), data, 0o644))
+	fl.pass(t.Context(), runsDir, true, nil)
+	fl.pass(t.Context(), runsDir, true, nil)
+	for id, r := range fl.runs {
+		require.Empty(t, r.pending, "run %s: writes left pending with a daemon that takes everything", id)
+	}
+	require.Positive(t, sink.writes, "the sample's other run is imported whatever the input")
+	requireReports(t, reported)
+}
+
+// TestFuzzRegressions runs the inputs of past failures under
+// testdata/regressions (in the fuzz corpus format) as FuzzImport and
+// FuzzFollow do. They are kept out of testdata/fuzz because they are long
+// (an id past the log's limit): the fuzzer minimises what it derives from
+// a corpus input that finds new code, importing the root for each byte and
+// range it tries to remove, and such an input kept it minimising for all
+// of a run. The short ones stay in testdata/fuzz.
+func TestFuzzRegressions(t *testing.T) {
+	tree := sampleTree(t)
+	dir := t.TempDir()
+	writeTree(t, dir, tree)
+	for _, fuzz := range []string{"FuzzImport", "FuzzFollow"} {
+		paths, err := filepath.Glob(filepath.Join("testdata", "regressions", fuzz, "*"))
+		require.NoError(t, err)
+		require.NotEmpty(t, paths, fuzz)
+		for _, p := range paths {
+			t.Run(fuzz+"/"+filepath.Base(p), func(t *testing.T) {
+				args := readCorpusFile(t, p)
+				target, data := args[0].(byte), args[1].([]byte)
+				if fuzz == "FuzzImport" {
+					require.Len(t, args, 2)
+					importReplaced(t, dir, tree, target, data)
+					return
+				}
+				require.Len(t, args, 3)
+				followReplaced(t, dir, tree, target, data, args[2].(uint16))
+			})
+		}
+	}
+}
+
+// readCorpusFile reads a file of go's fuzz corpus format ("go test fuzz
+// v1", then one Go literal a line) holding the types FuzzImport's and
+// FuzzFollow's arguments have: byte, []byte and uint16.
+func readCorpusFile(t *testing.T, path string) []any {
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	require.Equal(t, "go test fuzz v1", lines[0], path)
+	var args []any
+	for _, line := range lines[1:] {
+		typ, lit, ok := strings.Cut(strings.TrimSuffix(line, ")"), "(")
+		require.True(t, ok, "%s: %q", path, line)
+		switch typ {
+		case "byte", "uint8":
+			c, _, tail, err := strconv.UnquoteChar(strings.Trim(lit, "'"), '\'')
+			require.NoError(t, err, "%s: %q", path, line)
+			require.Empty(t, tail, "%s: %q", path, line)
+			args = append(args, byte(c))
+		case "[]byte":
+			s, err := strconv.Unquote(lit)
+			require.NoError(t, err, "%s: %q", path, line)
+			args = append(args, []byte(s))
+		case "uint16":
+			n, err := strconv.ParseUint(lit, 0, 16)
+			require.NoError(t, err, "%s: %q", path, line)
+			args = append(args, uint16(n))
+		default:
+			require.Failf(t, "a type the fuzzers do not take", "%s: %q", path, line)
+		}
+	}
+	return args
 }
