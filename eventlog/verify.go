@@ -389,7 +389,7 @@ func verifyCommands(snap *pebble.Snapshot, headPos uint64, ch *commandHasher, cm
 			return err
 		}
 		if o.Count > 0 {
-			spans = append(spans, outcomeSpan{first: o.First, last: o.First + o.Count - 1, hash: hash})
+			spans = append(spans, spanOf(&o, hash))
 		}
 		return nil
 	})
@@ -419,7 +419,7 @@ func verifyLegacyCommands(snap *pebble.Snapshot, headPos uint64, format uint32, 
 			return err
 		}
 		if o.Count > 0 {
-			*spans = append(*spans, outcomeSpan{first: o.First, last: o.First + o.Count - 1, hash: cmds[o.First-1]})
+			*spans = append(*spans, spanOf(&o, cmds[o.First-1]))
 		}
 		return nil
 	})

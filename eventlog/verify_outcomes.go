@@ -29,6 +29,13 @@ type outcomeScan struct {
 // outcomeSpan is what an outcome that wrote events asks of the records.
 type outcomeSpan struct{ first, last, hash uint64 }
 
+// spanOf is the span of o, an outcome that wrote events (Count > 0), whose
+// records must hash as hash: the scan, the exact pass and the legacy
+// table's pass (verify.go) all take an outcome's span this way.
+func spanOf(o *Outcome, hash uint64) outcomeSpan {
+	return outcomeSpan{first: o.First, last: o.First + o.Count - 1, hash: hash}
+}
+
 // scanOutcomes starts reading the outcome table of snap; ch hashes the
 // outcomes as the walk's hasher hashes records (the same seed and, set or
 // not, principals), but is the goroutine's own. The caller calls stop
@@ -49,11 +56,11 @@ func scanOutcomes(snap *pebble.Snapshot, headPos uint64, ch *commandHasher) *out
 				s.eventless[o.Principal]++
 				return nil
 			}
-			last := o.First + o.Count - 1
-			if last > headPos || last < o.First {
+			span := spanOf(&o, ch.ofOutcome(&o))
+			if span.last > headPos || span.last < span.first {
 				return corruptf(0, k, "outcome positions %d+%d beyond the head %d", o.First, o.Count, headPos)
 			}
-			s.spans = append(s.spans, outcomeSpan{first: o.First, last: last, hash: ch.ofOutcome(&o)})
+			s.spans = append(s.spans, span)
 			return nil
 		})
 	}()
