@@ -1,8 +1,11 @@
 package daemon
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -79,11 +82,16 @@ func TestRunChecksForACopyUnderTheDataDirectorysLock(t *testing.T) {
 		served, err := runUntilServed(c)
 		ended <- result{served, err}
 	}()
-	// NB: crewd waits for the lock before it writes anything; without the lock it served at once.
-	select {
-	case r := <-ended:
-		t.Fatalf("crewd did not wait for the data directory's lock: served %v, %v", r.served, r.err)
-	case <-time.After(200 * time.Millisecond):
+	// NB: crewd waits for the lock before it writes anything (the kernel lists it as a waiter); without the lock it
+	// served at once.
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for !flockWaiterOn(t, c.DataDir) {
+		select {
+		case r := <-ended:
+			t.Fatalf("crewd did not wait for the data directory's lock: served %v, %v", r.served, r.err)
+		case <-tick.C:
+		}
 	}
 	names, err := os.ReadDir(c.DataDir)
 	require.NoError(t, err)
@@ -98,4 +106,21 @@ func TestRunChecksForACopyUnderTheDataDirectorysLock(t *testing.T) {
 	names, err = os.ReadDir(c.DataDir)
 	require.NoError(t, err)
 	require.Len(t, names, 1, "nothing was written beside the restore's claim")
+}
+
+// flockWaiterOn reports whether a process waits for a flock on the directory dir: /proc/locks lists a blocked
+// request as "-> FLOCK ..." with the file's device and inode.
+func flockWaiterOn(t *testing.T, dir string) bool {
+	t.Helper()
+	st, err := os.Stat(dir)
+	require.NoError(t, err)
+	ino := fmt.Sprintf(":%d ", st.Sys().(*syscall.Stat_t).Ino)
+	locks, err := os.ReadFile("/proc/locks")
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(locks), "\n") {
+		if strings.Contains(line, "-> FLOCK") && strings.Contains(line, ino) {
+			return true
+		}
+	}
+	return false
 }
