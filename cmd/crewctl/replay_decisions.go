@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"io"
 	"os"
 
@@ -50,17 +49,7 @@ func (s *decisionSpool) add(d audit.Decision) {
 		printDecision(screen{s.w}, d)
 		return
 	}
-	b, err := json.Marshal(d)
-	if err != nil {
-		s.err = err
-		return
-	}
-	s.entry.Reset()
-	if s.n > 1 {
-		s.entry.WriteByte(',')
-	}
-	s.entry.WriteString("\n    ")
-	if s.err = json.Indent(&s.entry, b, "    ", "  "); s.err == nil {
+	if s.err = jsonElement(&s.entry, d, s.n == 1); s.err == nil {
 		_, _ = s.w.Write(s.entry.Bytes()) // NB: a write that failed is kept by s.file
 	}
 }

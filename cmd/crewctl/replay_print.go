@@ -147,16 +147,7 @@ func printReplayJSON(w io.Writer, l *eventlog.Log, out replayOutput) error {
 	n := 0
 	var entry bytes.Buffer
 	err := audit.Timeline(l, out.Run, out.Position, func(e audit.Entry) error {
-		b, err := json.Marshal(e)
-		if err != nil {
-			return outputFailed{err}
-		}
-		entry.Reset()
-		if n > 0 {
-			entry.WriteByte(',')
-		}
-		entry.WriteString("\n    ")
-		if err := json.Indent(&entry, b, "    ", "  "); err != nil {
+		if err := jsonElement(&entry, e, n == 0); err != nil {
 			return outputFailed{err}
 		}
 		n++
@@ -190,4 +181,19 @@ func printReplayJSON(w io.Writer, l *eventlog.Log, out replayOutput) error {
 		return outputFailed{err}
 	}
 	return nil
+}
+
+// jsonElement sets buf to v as an element of an array at the top level of replay's --json document (the timeline, the
+// decisions), indented as printJSON indents it there, after a comma unless it is the first.
+func jsonElement(buf *bytes.Buffer, v any, first bool) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	buf.Reset()
+	if !first {
+		buf.WriteByte(',')
+	}
+	buf.WriteString("\n    ")
+	return json.Indent(buf, b, "    ", "  ")
 }
