@@ -91,16 +91,15 @@ func (a *app) events(ctx context.Context, b Broker, run string, since uint64, ty
 				}
 			}
 		}
-		if !page.HasMore {
-			since = page.NextSeq
-			break
-		}
 		// NB: a page that says there is more and moves on by nothing would be asked for again without end.
-		if page.NextSeq <= since {
+		if page.HasMore && page.NextSeq <= since {
 			return problemf("events.since: the daemon's page after seq %d moved on by nothing (nextSeq %d)", since,
 				page.NextSeq)
 		}
 		since = page.NextSeq
+		if !page.HasMore {
+			break
+		}
 	}
 	if !follow {
 		return nil
