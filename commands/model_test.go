@@ -209,7 +209,8 @@ func TestModel(t *testing.T) {
 	for i, run := range runs {
 		f.seedRun(run, int64(i)*60000) // R0 unmetered, R1 and R2 budgeted
 	}
-	ids := &idModel{recorded: map[string]*idRecord{}, users: map[string]map[string]bool{}}
+	ids := &idModel{recorded: map[string]*idRecord{}, users: map[string]map[string]bool{},
+		eventless: map[string]int{}, eventlessRuns: map[string]int{}}
 	iv := &invariants{spent: map[string]int64{}, granted: map[string]int64{}, admitted: map[string]bool{},
 		terminal: map[string]bool{}}
 	rng := rand.New(rand.NewPCG(11, 12))
@@ -275,8 +276,9 @@ func TestModel(t *testing.T) {
 	require.Equal(t, live, whole(t, snapped), "incremental == snapshot + tail")
 	require.NoError(t, l.Close())
 	t.Logf("%d steps: %d accepted, %d rejected, %d admitted, head %d; rejections %v; ids: %d replayed, %d refused "+
-		"as reused, %d shared across principals", steps, accepted, rejected, len(iv.admitted), full.Position, reasons,
-		ids.replayed, ids.reused, ids.shared)
+		"as reused, %d shared across principals, %d not recorded past the bounds of outcomes with no event", steps,
+		accepted, rejected, len(iv.admitted), full.Position, reasons, ids.replayed, ids.reused, ids.shared,
+		ids.unrecorded)
 }
 
 // checkNewEvents checks the events one command appended against the state
@@ -341,10 +343,14 @@ var idPool = []string{"k0", "k1", "k2", "create-task-1", "expire:R1:gc-00000001"
 // idModel is what each principal's command ids were answered: the model of
 // SPEC §2 "Whose id it is".
 type idModel struct {
-	recorded                 map[string]*idRecord       // principal key + NUL + id → first decision
-	order                    []string                   // keys of recorded, in order (deterministic picks)
-	users                    map[string]map[string]bool // id → principal keys that used it
+	recorded map[string]*idRecord       // principal key + NUL + id → first decision
+	order    []string                   // keys of recorded, in order (deterministic picks)
+	users    map[string]map[string]bool // id → principal keys that used it
+	// eventless and eventlessRuns count the recorded outcomes that wrote no event, by principal key and by run
+	// (MaxEventlessOutcomes, MaxEventlessOutcomesPerRun): past the bounds such an outcome is not recorded.
+	eventless, eventlessRuns map[string]int
 	replayed, reused, shared int
+	unrecorded               int
 }
 
 type idRecord struct {
@@ -388,6 +394,13 @@ func (m *idModel) check(t *testing.T, l *eventlog.Log, req Request, r Reply, bef
 		m.users[req.CommandID] = map[string]bool{}
 	}
 	m.users[req.CommandID][key] = true
+	if after == before && !m.recordsEventless(p) {
+		_, err := l.Outcome(pk, req.CommandID)
+		require.ErrorIs(t, err, eventlog.ErrNotFound,
+			"an outcome with no event past its principal's or run's bound is not recorded (%q)", key)
+		m.unrecorded++
+		return true // a retry of its id is decided again
+	}
 	m.recorded[key] = &idRecord{req: req, fp: fp, reply: r}
 	m.order = append(m.order, key)
 	// Every event it wrote carries its id and names its principal.
@@ -404,6 +417,24 @@ func (m *idModel) check(t *testing.T, l *eventlog.Log, req Request, r Reply, bef
 	o, err := l.Outcome(pk, req.CommandID)
 	require.NoError(t, err, "a decided command with an id is recorded (%q)", key)
 	require.Equal(t, fp, o.Fingerprint)
+	return true
+}
+
+// recordsEventless reports whether an outcome of p that wrote no event is
+// recorded, and counts it when it is: under p's own bound, and, for a
+// principal of a run other than its orchestrator, under the run's.
+func (m *idModel) recordsEventless(p events.Principal) bool {
+	pk := p.Key()
+	if m.eventless[pk] >= MaxEventlessOutcomes {
+		return false
+	}
+	if p.RunID != "" {
+		if m.eventlessRuns[p.RunID] >= MaxEventlessOutcomesPerRun && p.Role != events.RoleOrchestrator {
+			return false
+		}
+		m.eventlessRuns[p.RunID]++
+	}
+	m.eventless[pk]++
 	return true
 }
 
