@@ -126,7 +126,8 @@ func (p *params) str(key string, required bool, max int) string {
 	return s
 }
 
-// strs reads an optional array of at most n strings of at most max chars each.
+// strs reads an optional array of at most n strings of 1..max chars each. A refusal names both bounds: one string
+// too long is refused as the whole array is.
 func (p *params) strs(key string, n, max int) []string {
 	v, ok := p.get(key)
 	if !ok {
@@ -136,7 +137,7 @@ func (p *params) strs(key string, n, max int) []string {
 	if v[0] != '[' || json.Unmarshal(v, &out) != nil || len(out) > n || slices.ContainsFunc(out, func(s string) bool {
 		return s == "" || utf8.RuneCountInString(s) > max
 	}) {
-		p.fail(key, "an array of at most "+itoa(int64(n))+" non-empty strings")
+		p.fail(key, "an array of at most "+itoa(int64(n))+" strings of 1.."+itoa(int64(max))+" chars")
 		return nil
 	}
 	return out

@@ -48,3 +48,30 @@ func TestParamsCountChars(t *testing.T) {
 		})
 	}
 }
+
+// A refused array of strings is answered with both of its bounds, the count and each string's length, so that a
+// client refused for a string too long (an events.subscribe type past MaxTypeLen) learns the bound it passed.
+func TestStrsRefusalNamesEveryBound(t *testing.T) {
+	const n, max = 2, 8
+	want := fmt.Sprintf("m: invalid params: k must be an array of at most %d strings of 1..%d chars", n, max)
+	for _, tc := range []struct {
+		name  string
+		value any
+	}{
+		{"too many", []string{"a", "b", "c"}},
+		{"one empty", []string{"a", ""}},
+		{"one too long", []string{"a", strings.Repeat("é", max+1)}},
+		{"no array", "a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := json.Marshal(map[string]any{"k": tc.value})
+			require.NoError(t, err)
+			p := readParams(&call{method: "m", params: b})
+			require.Nil(t, p.strs("k", n, max))
+			var e *wire.Error
+			require.ErrorAs(t, p.err, &e)
+			require.Equal(t, wire.CodeBadParams, e.Code)
+			require.Equal(t, want, e.Message)
+		})
+	}
+}
