@@ -196,6 +196,11 @@ type resyncData struct {
 	FromSeq uint64 `json:"fromSeq"`
 }
 
+// helloLengthNote says how hello's strings are bounded: as pi-crew's broker bounds them, in UTF-16 units
+// (wire.DecodeHello), where every other length of the description counts code points.
+const helloLengthNote = "at most 256 UTF-16 units, as pi-crew's broker counts (a char outside the BMP counts two), " +
+	"so stricter than maxLength, which counts code points"
+
 var protocolSpec = map[string]methodSpec{
 	wire.MethodHello: {
 		summary: "the first request of every connection: authenticate with a token; the role comes from the token",
@@ -203,9 +208,9 @@ var protocolSpec = map[string]methodSpec{
 		params: []paramDesc{
 			{Name: "protocol", Type: "integer", Required: true, Min: num(wire.ProtocolVersion),
 				Max: num(wire.ProtocolVersion)},
-			note(pStr("runId", false, 1, 256), "worker and orchestrator: required"),
-			note(pStr("taskId", false, 1, 256), "worker: its task; orchestrator: \"orchestrator\""),
-			pStr("token", true, 1, 256),
+			note(pStr("runId", false, 1, 256), "worker and orchestrator: required; "+helloLengthNote),
+			note(pStr("taskId", false, 1, 256), "worker: its task; orchestrator: \"orchestrator\"; "+helloLengthNote),
+			note(pStr("token", true, 1, 256), helloLengthNote),
 			note(pEnum("role", false, nil, events.RoleAdmin), "\"admin\" with the admin token, and no runId or taskId"),
 		},
 		results: []any{wire.HelloAck{}},

@@ -795,15 +795,18 @@ export interface HelloParams {
   "protocol": number;
   /**
    * length 1..256 code points
-   * worker and orchestrator: required
+   * worker and orchestrator: required; at most 256 UTF-16 units, as pi-crew's broker counts (a char outside the BMP counts two), so stricter than maxLength, which counts code points
    */
   "runId"?: string;
   /**
    * length 1..256 code points
-   * worker: its task; orchestrator: "orchestrator"
+   * worker: its task; orchestrator: "orchestrator"; at most 256 UTF-16 units, as pi-crew's broker counts (a char outside the BMP counts two), so stricter than maxLength, which counts code points
    */
   "taskId"?: string;
-  /** length 1..256 code points */
+  /**
+   * length 1..256 code points
+   * at most 256 UTF-16 units, as pi-crew's broker counts (a char outside the BMP counts two), so stricter than maxLength, which counts code points
+   */
   "token": string;
   /** "admin" with the admin token, and no runId or taskId */
   "role"?: "admin";

@@ -194,9 +194,9 @@ export const METHODS = Object.freeze({
     "strictParams": false,
     "params": Object.freeze([
       Object.freeze({ "name": "protocol", "type": "integer", "required": true, "min": 1, "max": 1 }),
-      Object.freeze({ "name": "runId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "worker and orchestrator: required" }),
-      Object.freeze({ "name": "taskId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "worker: its task; orchestrator: \"orchestrator\"" }),
-      Object.freeze({ "name": "token", "type": "string", "required": true, "minLength": 1, "maxLength": 256 }),
+      Object.freeze({ "name": "runId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "worker and orchestrator: required; at most 256 UTF-16 units, as pi-crew's broker counts (a char outside the BMP counts two), so stricter than maxLength, which counts code points" }),
+      Object.freeze({ "name": "taskId", "type": "string", "required": false, "minLength": 1, "maxLength": 256, "note": "worker: its task; orchestrator: \"orchestrator\"; at most 256 UTF-16 units, as pi-crew's broker counts (a char outside the BMP counts two), so stricter than maxLength, which counts code points" }),
+      Object.freeze({ "name": "token", "type": "string", "required": true, "minLength": 1, "maxLength": 256, "note": "at most 256 UTF-16 units, as pi-crew's broker counts (a char outside the BMP counts two), so stricter than maxLength, which counts code points" }),
       Object.freeze({ "name": "role", "type": "string", "required": false, "enum": Object.freeze(["admin"]), "note": "\"admin\" with the admin token, and no runId or taskId" }),
     ]),
     "result": "HelloAck",
