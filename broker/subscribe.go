@@ -9,10 +9,11 @@ import (
 )
 
 // Bounds of an event type filter: events.subscribe's here, and the HTTP API's events route and stream use the
-// same ones, so a filter one accepts the other accepts too.
+// same ones. The socket counts a type's length as pi-crew's JavaScript does (UTF-16 units), the HTTP API in bytes;
+// event types are ASCII, so a filter of real types one accepts the other accepts too.
 const (
 	MaxTypeFilter = 64  // types in one filter
-	MaxTypeLen    = 128 // bytes of one type
+	MaxTypeLen    = 128 // length of one type
 )
 
 // subscription streams a run's events to one connection as team.event pushes: replay from sinceSeq, then live,
