@@ -555,6 +555,10 @@ const atClaiming = "claiming"
 // atStoreStaged is reached once a backup's store is in its staging directory, its server.key not yet.
 const atStoreStaged = "store staged"
 
+// atMakingDataDir is reached once migrate-store --to pebble found nothing at its data directory, right before it makes
+// it: another user may make one there first, in a shared parent.
+const atMakingDataDir = "making data directory"
+
 // finishCopy verifies a written copy and reports it.
 func (a *app) finishCopy(out backupOutput, store, label string) error {
 	if err := a.verifyCopy(&out, store, label); err != nil {

@@ -136,6 +136,7 @@ func (a *app) migrateToPebble(ctx context.Context) error {
 	// NB: where crewd opens the store of a data directory; storePath names the directory itself while it holds no
 	// store, and a crewd started on a copy written there made a new, empty store beside it.
 	store := filepath.Join(a.dataDir, storeDir)
+	reached(atMakingDataDir)
 	if err := daemon.MakePrivateDir(a.dataDir); err != nil { // as crewd makes it: this user's alone
 		return openErr(fmt.Errorf("crewctl: %w", err))
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -280,5 +281,32 @@ func TestMigrateStoreHelpSaysWhereTheCrewdsStart(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.err)
 	for _, want := range []string{"empty data directory", "server.key", "admin.token", "--data's own"} {
 		require.Contains(t, r.out, want)
+	}
+}
+
+// TestMigrateStoreIntoADataDirectoryNotTheUsersAloneCopiesNothing: migrate-store --to pebble refuses a data directory
+// that exists, and makes its own as crewd does: one that another user made at its path after that check (in a shared
+// parent), and that group or others may reach, is refused before anything is copied into it, as crewd would refuse to
+// start on it, rather than taken as made.
+func TestMigrateStoreIntoADataDirectoryNotTheUsersAloneCopiesNothing(t *testing.T) {
+	stream := streamOf(t, scenarioData(t))
+	was := reached
+	t.Cleanup(func() { reached = was })
+	for _, mode := range []os.FileMode{0o777, 0o750, 0o701} {
+		t.Run(mode.String(), func(t *testing.T) {
+			shared := filepath.Join(t.TempDir(), "shared")
+			reached = func(point string) {
+				if point == atMakingDataDir {
+					require.NoError(t, os.Mkdir(shared, 0o700))
+					require.NoError(t, os.Chmod(shared, mode))
+				}
+			}
+			r := crewctl(t, nil, append([]string{"migrate-store", "--to", "pebble", "--data", shared}, stream...)...)
+			require.Equal(t, exitOpen, r.code, r.out+r.err)
+			require.Contains(t, r.err, fmt.Sprintf("has mode %04o", mode))
+			entries, err := os.ReadDir(shared)
+			require.NoError(t, err)
+			require.Empty(t, entries, "nothing is copied into it")
+		})
 	}
 }
