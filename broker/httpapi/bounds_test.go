@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -102,4 +103,40 @@ func TestStreamsAreBoundedInAll(t *testing.T) {
 	msg := f.fails("/api/v1/stream", http.StatusTooManyRequests, codeTooManyStreams)
 	require.Contains(t, msg, "limit 2")
 	require.Equal(t, 2, f.srv.streams.open())
+}
+
+// TestSecurityDocStatesTheDashboardsBounds: the numbers docs/security.md gives for the dashboard — how long a login
+// code and a session live, how many sessions and links a credential and all of them keep, the reads a credential
+// has in progress and waiting, the connections, how long a new one may stay silent, and how long a client may take
+// to read its answer — are the ones the code enforces (their tests hold the code to them), so the page and the code
+// cannot drift apart unnoticed.
+func TestSecurityDocStatesTheDashboardsBounds(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/security.md")
+	require.NoError(t, err)
+	text := strings.Join(strings.Fields(string(doc)), " ")
+	require.Equal(t, time.Second, DefaultConnGrace, "the page says a second")
+	for _, want := range []string{
+		fmt.Sprintf("within %d minutes: the code expires then", int(LoginCodeLifetime/time.Minute)),
+		fmt.Sprintf("sessions live in crewd's memory, %d days at most", int(SessionLifetime/(24*time.Hour))),
+		fmt.Sprintf("(at most %d sessions and %d links kept each)", maxSessionsPerCredential,
+			maxLoginCodesPerCredential),
+		fmt.Sprintf("when the %s sessions or %d links are all taken", thousands(DefaultMaxSessions), maxLoginCodes),
+		fmt.Sprintf("requests in progress per credential (%d; up to %d more wait their turn, the next is refused "+
+			"`429 too-many-reads`)", maxReadsPerCredential, maxWaitingReadsPerCredential),
+		fmt.Sprintf("Connections are bounded too (%s)", thousands(DefaultMaxConns)),
+		"for more than a second sent no request",
+		fmt.Sprintf("within %d s (each %d KiB of an answer and of each write of a stream has %d s to be taken)",
+			int(writeTimeout/time.Second), writePieceBytes>>10, int(writeTimeout/time.Second)),
+	} {
+		require.True(t, strings.Contains(text, want), "docs/security.md says %q", want)
+	}
+}
+
+// thousands is n as the docs write it: 1,024.
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
