@@ -2,13 +2,16 @@ package daemon
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/broker"
+	"github.com/crewlog/crewlog/commands"
 )
 
 var defaultLimits = Limits{
@@ -319,4 +322,28 @@ func TestOutboundBytesAtLeastMaxFrame(t *testing.T) {
 	var out, errs bytes.Buffer
 	require.Equal(t, ExitUsage, Main([]string{"--data", data, "--outbound-bytes", "100000"}, &out, &errs), errs.String())
 	require.NoDirExists(t, data)
+}
+
+// TestSecurityDocStatesCrewdsBounds: the numbers docs/security.md gives for crewd — the longest admin token crewctl
+// sends, the outcomes with no event a task and a run's workers record, how long a read-only token outlives its
+// revocation and how long crewd answers reads once its log has failed — are the ones the code enforces (their tests
+// hold the code to them), so the page and the code cannot drift apart unnoticed.
+func TestSecurityDocStatesCrewdsBounds(t *testing.T) {
+	doc, err := os.ReadFile("../../../docs/security.md")
+	require.NoError(t, err)
+	text := strings.Join(strings.Fields(string(doc)), " ")
+	for _, tc := range []struct {
+		says      string // the page's words
+		code, doc any    // the code's number, and the page's in the code's unit
+	}{
+		{"one token of at most 256 bytes", MaxTokenLen, 256},
+		{"records at most 10,000 outcomes that wrote no event", commands.MaxEventlessOutcomes, 10_000},
+		{"all of a run's workers together at most 100,000", commands.MaxEventlessOutcomesPerRun, 100_000},
+		{"which leaves their orchestrator its own 10,000", commands.MaxEventlessOutcomes, 10_000},
+		{"effective within a second", recheckEvery, time.Second},
+		{"crewd answers reads for 2 s, then exits 1", failDrain, 2 * time.Second},
+	} {
+		require.True(t, strings.Contains(text, tc.says), "docs/security.md says %q", tc.says)
+		require.EqualValues(t, tc.doc, tc.code, "docs/security.md says %q", tc.says)
+	}
 }
