@@ -41,6 +41,44 @@ func TestTheAdminHasPlacesBeyondMaxConns(t *testing.T) {
 	extra.closed()
 }
 
+// TestConnectionsOfAnotherUserTakeNoAdminPlace: before its hello a connection is anyone's, so connections that never
+// said hello took the AdminConns places too, and the workers of a crewd run as a dedicated daemon user
+// (docs/security.md) — other users of the socket group, dialling from as many processes as MaxPendingPerPeer asks —
+// could hold every place and lock the operator out. The admin token is crewd's uid's alone there: a connection of
+// another uid is refused at accept once MaxConns are open, and crewd's own uid's still get the admin's places.
+func TestConnectionsOfAnotherUserTakeNoAdminPlace(t *testing.T) {
+	const maxConns = 2
+	f := newFixture(t, fixtureOpts{opts: Options{MaxConns: maxConns, ReservedConns: -1, HelloTimeout: time.Minute}})
+	f.awaitConns(0)
+	foreign, pid := true, 1<<22
+	f.srv.mu.Lock()
+	f.srv.onPeer = func(p peer) peer { // under f.srv.mu
+		if foreign {
+			pid++ // each connection another process's
+			p.UID, p.PID = p.UID+1, pid
+		}
+		return p
+	}
+	f.srv.mu.Unlock()
+	for range maxConns {
+		f.dial()
+	}
+	f.awaitConns(maxConns)
+	for range AdminConns {
+		extra := f.dial()
+		end := extra.untilError()
+		require.Equal(t, "", end.ID)
+		require.Equal(t, wire.CodeTooManyConnections, end.Error.Code, "another user's connection in the admin's place")
+		extra.closed()
+	}
+	f.srv.mu.Lock()
+	foreign = false
+	f.srv.mu.Unlock()
+	for range AdminConns {
+		f.dial().helloAdmin()
+	}
+}
+
 // TestHellosWaitingForTheirPaceTakeNoReservedPlace: a hello waits for its credential's bucket holding the place it
 // will take, counted as it is authenticated, so hellos of a credential deep in debt, however many, never wait in a
 // place kept for others: past their share of MaxConns they are refused at once, not an hour later, and those the

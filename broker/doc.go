@@ -10,7 +10,7 @@
 // # Connection lifecycle
 //
 //	accept ──(peer neither our uid nor in SocketGroup, by SO_PEERCRED)───────▶ close, no frame
-//	  ├─────(MaxConns+AdminConns reached)─────▶ error too-many-connections (id "") ─▶ close
+//	  ├─────(MaxConns+AdminConns reached; MaxConns, another uid's)─▶ error too-many-connections (id "") ─▶ close
 //	  │
 //	  ▼ start reader + writer goroutines; read deadline = HelloTimeout
 //	awaiting hello ──(deadline, EOF, oversize/malformed/truncated line)──────▶ close, no frame
@@ -179,14 +179,17 @@
 //
 //   - Mailbox pushes can be dropped (full queue, frame over the cap); msg.inbox is authoritative.
 //   - A client that pipelines requests without reading answers is slowed, then disconnected after 10 s.
-//   - Connections that never say hello can take the admin's AdminConns places: before its hello the daemon cannot
-//     tell a connection from the admin's. So those places are safe from every authenticated connection, not from
-//     these. They are bounded per connecting process (MaxPendingPerPeer, by the pid SO_PEERCRED reports) and in
-//     time (HelloTimeout to send the hello, and at most the longer of HelloTimeout and MinHelloPaceWait, 5 s, while
-//     the hello waits for its process's pace): one process cannot fill the daemon with them, but many processes of
-//     the socket's users together can, for that long, during which new connections, orchestrators' and the admin's
-//     included, are refused (too-many-connections, so they can retry). Per-pid is the finest identity a connection
-//     has before its hello; a worker that forks to get around it pays a process per 128 connections.
+//   - Connections of the daemon's own uid that never say hello can take the admin's AdminConns places: before its
+//     hello the daemon cannot tell such a connection from the admin's (a peer of another uid is refused at accept
+//     once MaxConns are open, so only the processes of the uid that can read the admin token reach those places).
+//     So they are safe from every authenticated connection and from other users, not from these. Connections without
+//     a hello are bounded per connecting process (MaxPendingPerPeer, by the pid SO_PEERCRED reports) and in time
+//     (HelloTimeout to send the hello, and at most the longer of HelloTimeout and MinHelloPaceWait, 5 s, while the
+//     hello waits for its process's pace): one process cannot fill the daemon with them, but many processes of the
+//     socket's users together can fill its MaxConns places, and the daemon's uid's its AdminConns too, for that long,
+//     during which new connections, orchestrators' included, are refused (too-many-connections, so they can retry).
+//     Per-pid is the finest identity a connection has before its hello; a worker that forks to get around it pays a
+//     process per 128 connections.
 //   - A wait's answer that was already queued when its credential ended may precede the final frame.
 //   - CPU time itself: pacing counts requests, their bytes and events, not nanoseconds, so requests of unequal
 //     cost (a commit, a large query page) weigh alike, and what the buckets allow still runs: RatePerRun units per

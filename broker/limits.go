@@ -14,6 +14,7 @@ import (
 // Per-principal limits. A client that hits one gets an error frame with its own code, never a reset:
 //
 //	daemon full (MaxConns+AdminConns)            too-many-connections, the connection's only frame, then close
+//	another uid's conn over MaxConns              too-many-connections, the connection's only frame, then close
 //	a process's hello-less conns (PendingPerPeer) too-many-connections, the connection's only frame, then close
 //	non-admin hello over MaxConns                 too-many-connections instead of the hello ack, then close
 //	worker hello over MaxConns-ReservedConns      too-many-connections instead of the hello ack, then close

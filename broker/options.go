@@ -20,11 +20,12 @@ const (
 	// AdminConns is how many connections beyond MaxConns only the admin may hold: another principal's hello is
 	// refused once theirs hold MaxConns, so orchestrators of many runs (MaxConnsPerCredential each) that fill the
 	// daemon cannot lock out the operator's crewctl during the incident it connects for. A few suffice: crewctl holds
-	// one connection per command, crewd's pi-crew follower one. NB: before its hello a connection is anyone's, so
-	// connections that never say hello can take these places too, each for HelloTimeout at most and
-	// MaxPendingPerPeer of them per process, and so can the hellos of a process whose earlier hellos were refused,
-	// while they wait for its pace (the longer of HelloTimeout and MinHelloPaceWait more at most); a hello waiting
-	// for its credential's pace holds the place it claimed instead (claimPlace).
+	// one connection per command, crewd's pi-crew follower one. Only a peer of the daemon's own uid, which alone
+	// reads the admin token, is let in beyond MaxConns (admit). NB: before its hello a connection of that uid is
+	// anyone's, so its connections that never say hello can take these places too, each for HelloTimeout at most
+	// and MaxPendingPerPeer of them per process, and so can the hellos of such a process whose earlier hellos were
+	// refused, while they wait for its pace (the longer of HelloTimeout and MinHelloPaceWait more at most); a hello
+	// waiting for its credential's pace holds the place it claimed instead (claimPlace).
 	AdminConns = 8
 	// DefaultMaxConnsPerCredential bounds one token's connections: a runtime needs a handful, a loop needs them all.
 	DefaultMaxConnsPerCredential = 64
@@ -91,7 +92,8 @@ type Options struct {
 	HelloTimeout time.Duration
 	// MaxConns bounds the connections of every principal but the admin (default 4096): a hello of another is refused
 	// (too-many-connections) once theirs hold MaxConns, and AdminConns places more are the admin's alone. A
-	// connection over MaxConns+AdminConns in all is answered one too-many-connections error frame and closed.
+	// connection over MaxConns+AdminConns in all, or over MaxConns from a peer of another uid than the daemon's, is
+	// answered one too-many-connections error frame and closed.
 	MaxConns int
 	// ReservedConns of the MaxConns are kept for the admin and orchestrators: a worker's hello is refused
 	// (too-many-connections) once worker connections hold MaxConns-ReservedConns (default MaxConns/16; negative:

@@ -42,6 +42,9 @@ type Server struct {
 	// onRead is nil; tests run it as a request is about to read the published state (call.read), after its run was
 	// found and read back, so that the log fails between the two.
 	onRead func()
+	// onPeer is nil; tests (under mu) change who an accepted connection's peer is once it was let in (another uid,
+	// another process).
+	onPeer func(peer) peer
 	// onPull is nil; tests run it as a subscription's pull has read the published position, before it reads the
 	// log, so that the log holds an event past that position.
 	onPull func()
@@ -246,8 +249,17 @@ func (s *Server) admit(nc *net.UnixConn) {
 		return
 	}
 	s.mu.Lock()
-	// NB: the admin's places are counted here: a connection is anyone's until its hello (claimPlace).
-	capacity := s.opts.MaxConns + AdminConns
+	if s.onPeer != nil {
+		p = s.onPeer(p)
+	}
+	capacity := s.opts.MaxConns
+	if p.UID == os.Geteuid() {
+		// NB: the admin's places are counted here: a connection of crewd's uid is anyone's until its hello
+		// (claimPlace). One of another uid is not the admin's: the admin token is crewd's uid's alone (0600), so
+		// the workers of a dedicated daemon user (docs/security.md), however many processes they dial from, cannot
+		// hold the admin's places with connections that never say hello and lock the operator out.
+		capacity += AdminConns
+	}
 	if s.closing || len(s.conns) >= capacity || s.pending[p.PID] >= s.opts.MaxPendingPerPeer {
 		full, perPeer := !s.closing, len(s.conns) < capacity
 		s.mu.Unlock()

@@ -325,9 +325,9 @@ func TestOutboundBytesAtLeastMaxFrame(t *testing.T) {
 }
 
 // TestSecurityDocStatesCrewdsBounds: the numbers docs/security.md gives for crewd — the longest admin token crewctl
-// sends, the outcomes with no event a task and a run's workers record, how long a read-only token outlives its
-// revocation and how long crewd answers reads once its log has failed — are the ones the code enforces (their tests
-// hold the code to them), so the page and the code cannot drift apart unnoticed.
+// sends, the connections kept for the admin, the outcomes with no event a task and a run's workers record, how long a
+// read-only token outlives its revocation and how long crewd answers reads once its log has failed — are the ones the
+// code enforces (their tests hold the code to them), so the page and the code cannot drift apart unnoticed.
 func TestSecurityDocStatesCrewdsBounds(t *testing.T) {
 	doc, err := os.ReadFile("../../../docs/security.md")
 	require.NoError(t, err)
@@ -337,6 +337,7 @@ func TestSecurityDocStatesCrewdsBounds(t *testing.T) {
 		code, doc any    // the code's number, and the page's in the code's unit
 	}{
 		{"one token of at most 256 bytes", MaxTokenLen, 256},
+		{"never in the 8 places beyond `--max-conns` kept for the admin", broker.AdminConns, 8},
 		{"records at most 10,000 outcomes that wrote no event", commands.MaxEventlessOutcomes, 10_000},
 		{"all of a run's workers together at most 100,000", commands.MaxEventlessOutcomesPerRun, 100_000},
 		{"which leaves their orchestrator its own 10,000", commands.MaxEventlessOutcomes, 10_000},
