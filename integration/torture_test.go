@@ -306,7 +306,9 @@ func (s *session) close() {
 // works after it; and the store verifies.
 func TestKillNineTorture(t *testing.T) {
 	rounds := tortureRounds(t)
-	ctx := testContext(t, 10*time.Minute)
+	// A round takes well under a second on two cores; five seconds each keeps the deadline from ending a long
+	// CREWLOG_TORTURE_ROUNDS run that is only slow.
+	ctx := testContext(t, 10*time.Minute+time.Duration(rounds)*5*time.Second)
 	d := newDaemon(t, "--max-slots", strconv.Itoa(tortureWorkers), "--max-frame", strconv.Itoa(wire.MaxFrameCeiling))
 	t.Cleanup(d.cleanup)
 	d.start()
