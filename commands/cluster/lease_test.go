@@ -189,3 +189,20 @@ func TestWriterWhoseRenewalsGoUnansweredFailsSayingSo(t *testing.T) {
 	require.ErrorIs(t, w.Err(), ErrLeaseNotRenewed)
 	require.NotErrorIs(t, w.Err(), natslog.ErrLeaseLost)
 }
+
+// The stall bound is five lease TTLs and never under 10 s, the bound of one JetStream API call: a promotion given up
+// sooner would fail over a writer for every NATS leader election, one waiting longer would leave the cluster with
+// no writer for longer than docs/reliability.md says.
+func TestPromotionStallBoundIsFiveTTLsAndAtLeastTenSeconds(t *testing.T) {
+	for _, tc := range []struct {
+		ttl, stall time.Duration
+	}{
+		{time.Second, 10 * time.Second},
+		{2 * time.Second, 10 * time.Second}, // crewd's default TTL
+		{3 * time.Second, 15 * time.Second},
+		{10 * time.Second, 50 * time.Second},
+	} {
+		o := Options{LeaseTTL: tc.ttl}
+		require.Equal(t, tc.stall, o.promoteStallFor(), "lease TTL %v", tc.ttl)
+	}
+}
