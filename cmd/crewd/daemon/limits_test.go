@@ -2,9 +2,7 @@ package daemon
 
 import (
 	"bytes"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -329,13 +327,7 @@ func TestOutboundBytesAtLeastMaxFrame(t *testing.T) {
 // read-only token outlives its revocation and how long crewd answers reads once its log has failed — are the ones the
 // code enforces (their tests hold the code to them), so the page and the code cannot drift apart unnoticed.
 func TestSecurityDocStatesCrewdsBounds(t *testing.T) {
-	doc, err := os.ReadFile("../../../docs/security.md")
-	require.NoError(t, err)
-	text := strings.Join(strings.Fields(string(doc)), " ")
-	for _, tc := range []struct {
-		says      string // the page's words
-		code, doc any    // the code's number, and the page's in the code's unit
-	}{
+	requireDocStates(t, "security.md", []docBound{
 		{"one token of at most 256 bytes", MaxTokenLen, 256},
 		{"never in the 8 places beyond `--max-conns` kept for the admin", broker.AdminConns, 8},
 		{"records at most 10,000 outcomes that wrote no event", commands.MaxEventlessOutcomes, 10_000},
@@ -343,8 +335,5 @@ func TestSecurityDocStatesCrewdsBounds(t *testing.T) {
 		{"which leaves their orchestrator its own 10,000", commands.MaxEventlessOutcomes, 10_000},
 		{"effective within a second", recheckEvery, time.Second},
 		{"crewd answers reads for 2 s, then exits 1", failDrain, 2 * time.Second},
-	} {
-		require.True(t, strings.Contains(text, tc.says), "docs/security.md says %q", tc.says)
-		require.EqualValues(t, tc.doc, tc.code, "docs/security.md says %q", tc.says)
-	}
+	})
 }

@@ -17,7 +17,7 @@ import (
 // and an address that cannot be bound for any reason but being in use stops the start: the unit restarted crewd
 // until systemd gave up.
 func TestServiceUnitAllowsWhatCrewdBinds(t *testing.T) {
-	unit := readServiceUnit(t, filepath.Join("..", "..", "..", "docs", "crewd.service"))
+	unit := readUnitSection(t, filepath.Join("..", "..", "..", "docs", "crewd.service"), "[Service]")
 	start := strings.Fields(unit["ExecStart"])
 	require.NotEmpty(t, start, "ExecStart")
 	args := start[1:]
@@ -41,8 +41,9 @@ func TestServiceUnitAllowsWhatCrewdBinds(t *testing.T) {
 	}
 }
 
-// readServiceUnit returns the [Service] settings of a systemd unit file (the last value of each key).
-func readServiceUnit(t *testing.T, path string) map[string]string {
+// readUnitSection returns the settings of a section ("[Service]", "[Unit]") of a systemd unit file (the last value
+// of each key).
+func readUnitSection(t *testing.T, path, want string) map[string]string {
 	t.Helper()
 	f, err := os.Open(path)
 	require.NoError(t, err)
@@ -56,7 +57,7 @@ func readServiceUnit(t *testing.T, path string) map[string]string {
 		case line == "" || strings.HasPrefix(line, "#"):
 		case strings.HasPrefix(line, "["):
 			section = line
-		case section == "[Service]":
+		case section == want:
 			k, v, ok := strings.Cut(line, "=")
 			require.True(t, ok, "%s: %q", path, line)
 			settings[k] = v
