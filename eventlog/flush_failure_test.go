@@ -80,6 +80,16 @@ func TestAFailedFlushFailsTheLogStop(t *testing.T) {
 	requireHolds(t, mem, acked.Load())
 }
 
+// The pause between two tries of a failed flush is the 100 ms docs/reliability.md gives: the tests of the pacing
+// above bound the tries by the pause, whatever it is, so it could change alone.
+func TestAFailedFlushHoldsPebbleBackTheDocumentedPause(t *testing.T) {
+	doc, err := os.ReadFile("../docs/reliability.md")
+	require.NoError(t, err)
+	says := "each failed try holds Pebble back 100 ms"
+	require.Contains(t, strings.Join(strings.Fields(string(doc)), " "), says)
+	require.Equal(t, 100*time.Millisecond, flushRetryPause, "docs/reliability.md says %q", says)
+}
+
 // Open of a store whose recovered appends Pebble must flush (a crash left them in the WAL alone), on a disk that
 // refuses the flush's table, waits for the disk, where it retried the flush at once and without end, a core
 // spinning: Pebble's Open waits for that flush, and the log paces its retries (a few a second). Once the disk has
