@@ -150,8 +150,8 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, c Config) (jetstr
 }
 
 // apiTimeout bounds one JetStream API call (stream and bucket create, stream
-// info).
-const apiTimeout = 10 * time.Second
+// info). A variable for tests only.
+var apiTimeout = 10 * time.Second
 
 // apiContext bounds a JetStream API call by apiTimeout, whatever the caller's
 // deadline. NB: jetstream applies its own default timeout only to a context

@@ -31,6 +31,32 @@ func TestUnavailableJetStreamIsAskedAgain(t *testing.T) {
 	require.Equal(t, int32(3), asked.Load())
 }
 
+// A JetStream API request whose reply is lost (a NATS node that stopped,
+// a leader moving) is given up after the call's own bound, whatever the
+// caller's deadline: jetstream bounds a call only when its context has
+// none, and crewd starts under --open-timeout (2 minutes), which a lost
+// reply of the stream's create or info held its start for. The stub's
+// JetStream takes the requests and never answers.
+func TestAJetStreamCallWhoseReplyIsLostIsBoundedWhateverTheCallersDeadline(t *testing.T) {
+	bound := apiTimeout
+	require.Equal(t, 10*time.Second, bound, "the bound docs/reliability.md gives")
+	apiTimeout = 50 * time.Millisecond
+	t.Cleanup(func() { apiTimeout = bound })
+	for _, existing := range []bool{true, false} { // the stream's info, its create
+		nc := stubServer(t)
+		cfg := Config{Stream: "CREWLOG", Replicas: 3, Existing: existing}
+		_, err := nc.Subscribe("$JS.API.STREAM.>", func(*nats.Msg) {})
+		require.NoError(t, err)
+
+		// NB: a failure here takes the caller's deadline, not the bound.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err = EnsureStream(ctx, stubJetStream(t, nc), cfg)
+		require.ErrorIs(t, err, context.DeadlineExceeded, "existing %v", existing)
+		require.NoError(t, ctx.Err(), "given up at the call's bound, not at the caller's deadline (existing %v)", existing)
+	}
+}
+
 // Open reads the batch the local copy ends with (batchAt), a start's
 // JetStream call as the stream's info is, and asks again while JetStream
 // answers that it is temporarily unavailable. The stub's stream serves its
