@@ -2,6 +2,7 @@ package picrew
 
 import (
 	"fmt"
+	"math/bits"
 	"os"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/crewlog/crewlog/broker"
 	"github.com/crewlog/crewlog/commands"
+	"github.com/crewlog/crewlog/events"
 )
 
 // TestPicrewDocStatesTheBounds: the numbers docs/picrew.md gives for the import and the follower, each made here
@@ -47,6 +49,15 @@ func TestPicrewDocStatesTheBounds(t *testing.T) {
 			"%d, and at most half the frame cap in bytes", broker.MaxImportWrites, commands.MaxImportEvents, sendBatch),
 		fmt.Sprintf("the default %d KiB for `crewctl import picrew --follow`", 2*DefaultMaxBatchBytes>>10),
 		fmt.Sprintf("taken as absent (pi-crew's default, %d s)", defaultTimeoutSec),
+		// The bounds of what a file may record, shared with crewlog's own commands.
+		fmt.Sprintf("a delegation's `timeoutSec` above %s", count(events.MaxTimeoutSec)),
+		fmt.Sprintf("more than %s s after the time it is recorded at", count(events.MaxAskTimeoutSec)),
+		fmt.Sprintf("`budgetTotal` outside 0..2^%d", bits.Len64(uint64(events.MaxBudgetTotal))-1),
+		fmt.Sprintf("outside 0..%d (crewlog's own `task.create` refuses it", events.MaxDepth),
+		fmt.Sprintf("above 2^%d (the bound of a usage counter)", bits.Len64(uint64(events.MaxUsageTokens))-1),
+		fmt.Sprintf("listing more than %s tasks, or an id that is not 1..%d chars", count(events.MaxDependsOn),
+			events.MaxIDChars),
+		fmt.Sprintf("(none, or more than %d chars)", events.MaxQuestionIDChars),
 	} {
 		require.True(t, strings.Contains(page, says), "docs/picrew.md says %q", says)
 	}
