@@ -287,10 +287,12 @@
 //     or not), so a pass costs little of the runs that finished; a run
 //     with maxPending writes, or maxPendingBytes of lines read, waiting
 //     for the daemon is not read further until the daemon takes them.
-//   - Never fatal, always reported (once): a partial last line waits for
-//     its newline (reported only if it stays so, in a file that does not
-//     grow, for SettleAfter: a reader can find a line cut while its write
-//     is still going on; read again only once the file's size changes); a
+//   - Never fatal, always reported (once, while the follower keeps the
+//     report: the last maxReported/2 at least, reportedOnce): a partial
+//     last line waits for its newline (reported only if it stays so, in
+//     a file that does not grow, for SettleAfter: a reader can find a line
+//     cut while its write is still going on; read again only once the
+//     file's size changes); a
 //     corrupt line is skipped; a file whose inode changed
 //     (rotation, compaction), that shrank below what was read (truncation),
 //     or whose last line read is no longer where it was (rewritten in

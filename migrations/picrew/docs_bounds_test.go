@@ -35,6 +35,8 @@ func TestPicrewDocStatesTheBounds(t *testing.T) {
 	for _, says := range []string{
 		fmt.Sprintf("it is cut at %s bytes", count(maxReason)),
 		fmt.Sprintf("A file is reported at most %d times in one pass", maxReportsPerFile),
+		fmt.Sprintf("it keeps the last %s it made or met again at least, %s at most", count(maxReported/2),
+			count(maxReported)),
 		fmt.Sprintf("per line (%s, `maxLine`)", mib(maxLine)),
 		fmt.Sprintf("per whole file (%s)", mib(maxWholeFile)),
 		fmt.Sprintf("per count of files (%s of each kind", count(maxRunFiles)),
