@@ -83,16 +83,52 @@ func TestExplainWorkerEndLease(t *testing.T) {
 		require.Len(t, old, len(dec.Events)-1)
 		require.NoError(t, wd.Raw(old...))
 		l = reopened(t, wd, l, dir)
-		res, err := Replay(l, ReplayOptions{Explain: true})
-		require.NoError(t, err)
-		var drifted []string
-		for _, d := range res.Decisions {
-			if d.Drift {
-				drifted = append(drifted, d.Command)
-			}
-		}
-		require.Equal(t, []string{settle.Kind()}, drifted, "only the settlement drifts: today it clears the lease")
+		require.Equal(t, []string{settle.Kind()}, driftedCommands(t, l),
+			"only the settlement drifts: today it clears the lease")
 	})
+}
+
+// TestExplainLeaseOpenForAnEndedWorker: a log written before lease.open refused a job whose worker had ended holds
+// the lease it opened; decided again, that lease.open is refused (worker-ended), so the explainer reports it as
+// drift, and the task transition that ended the worker, not decided again, does not drift.
+func TestExplainLeaseOpenForAnEndedWorker(t *testing.T) {
+	const run = "team_20261001090000_00000000000000w2"
+	tool := map[string]any{"name": "read", "label": "read", "description": "read", "parameters": map[string]any{},
+		"callable": "mgr:read", "sourceInfo": map[string]any{"path": "/t", "source": "pi", "scope": "user", "origin": "package"}}
+	grant, _ := json.Marshal([]any{tool})
+	o := audittest.Orchestrator
+	wd, l, dir := decidedLogRefusals(t, []decided{
+		{audittest.Admin, &commands.RunCreate{RunID: run, Team: "crew", Goal: "g", Cwd: "/srv"}},
+		{o, &commands.RunTransition{RunID: run, To: "running"}},
+		{o, &commands.TaskCreate{RunID: run, TaskID: "t1", Role: "engineer", Agent: "engineer", Title: "t", Cwd: "/srv", StepID: "s1"}},
+		{o, &commands.TaskTransition{RunID: run, TaskID: "t1", To: "running"}},
+		{o, &commands.JobCreate{RunID: run, JobID: "J", TaskID: "t1", Tools: grant, NonceDigest: commands.SecretDigest("n")}},
+		{o, &commands.TaskTransition{RunID: run, TaskID: "t1", To: "completed"}},
+	})
+	// The lease the old rule opened: what lease.open decided before it refused an ended worker.
+	require.NoError(t, wd.Raw(
+		events.Event{Stream: run, Type: events.TypeLeaseOpened, Actor: o,
+			Payload: &events.LeaseOpened{JobID: "J", Generation: 1, RootToolCallID: "c1", Mode: events.LeaseStart}},
+		events.Event{Stream: run, Type: events.TypeJobStatusChanged, Actor: o,
+			Payload: &events.JobStatusChanged{JobID: "J", From: events.JobStarting, To: events.JobRunning, Reason: events.LeaseStart}},
+	))
+	l = reopened(t, wd, l, dir)
+	require.Equal(t, []string{"lease.open"}, driftedCommands(t, l),
+		"only the lease.open drifts: today it is refused worker-ended")
+}
+
+// driftedCommands are the commands of l that crewctl replay --explain finds decided otherwise today, in log order.
+func driftedCommands(t *testing.T, l *eventlog.Log) []string {
+	t.Helper()
+	res, err := Replay(l, ReplayOptions{Explain: true})
+	require.NoError(t, err)
+	var drifted []string
+	for _, d := range res.Decisions {
+		if d.Drift {
+			drifted = append(drifted, d.Command)
+		}
+	}
+	return drifted
 }
 
 // typeAt is the type of the event at position pos of l.
