@@ -142,6 +142,9 @@ func (n *Node) Forward(ctx context.Context, r commands.Request) (commands.Reply,
 					len(data)+len(cred)+len(since), n.o.Conn.MaxPayload())}}, true, nil
 		case errors.Is(err, nats.ErrNoResponders):
 			retry = true // nobody received it
+			if n.o.unreceived != nil {
+				n.o.unreceived()
+			}
 		default:
 			inDoubt = true
 			unanswered++

@@ -118,6 +118,48 @@ func TestFollowerResendsOnlyWhatTheWriterDidNotDecide(t *testing.T) {
 	}
 }
 
+// While there is no writer (the last one died, the next one is promoting) a forwarded request reaches no one: nothing
+// was decided, so the follower waits and sends it again — a command without a command id too — and its client hears
+// the answer of the writer that comes, not unavailable (docs/cluster.md, "Forwarding, not redirecting").
+func TestFollowerSendsAgainARequestNoWriterReceived(t *testing.T) {
+	for _, id := range []string{"with-id", ""} {
+		t.Run(fmt.Sprintf("command id %q", id), func(t *testing.T) {
+			unreceived := make(chan struct{}, 1)
+			f, serve := followerOfAFakeWriterNotServing(t, startNATS(t), Options{unreceived: func() {
+				select {
+				case unreceived <- struct{}{}:
+				default:
+				}
+			}})
+			type answer struct {
+				rep commands.Reply
+				err error
+			}
+			answered := make(chan answer, 1)
+			go func() {
+				rep, err := submitRunCreate(f, id)
+				answered <- answer{rep, err}
+			}()
+			select {
+			case <-unreceived:
+			case a := <-answered:
+				t.Fatalf("answered before any writer served: %v", a.err)
+			}
+			b, err := commands.EncodeReply(commands.Reply{Result: []byte(`{"runId":"r"}`)}, nil)
+			require.NoError(t, err)
+			var asked atomic.Int32
+			serve(func(*nats.Msg) []byte {
+				asked.Add(1)
+				return b
+			})
+			a := <-answered
+			require.NoError(t, a.err, "the writer that came answered it")
+			require.JSONEq(t, `{"runId":"r"}`, string(a.rep.Result))
+			require.Equal(t, int32(1), asked.Load(), "decided once")
+		})
+	}
+}
+
 // A writer may take longer than a few seconds to answer: a publish waits out a stream leader election, up to its
 // publish timeout (10 s by default), rather than fail the writer. A follower waits for its answer to a command
 // without a command id for as long as the request may wait: such a request cannot be sent again once it may have
@@ -176,6 +218,16 @@ func followerOfAFakeWriterReplying(t *testing.T, srv *server.Server, reply func(
 // lease TTL set here).
 func followerOfAFakeWriterReplyingWith(t *testing.T, srv *server.Server, o Options,
 	reply func(request *nats.Msg) []byte) *Node {
+	f, serve := followerOfAFakeWriterNotServing(t, srv, o)
+	serve(reply)
+	return f
+}
+
+// followerOfAFakeWriterNotServing starts a follower whose writer is the test's: it holds the lease, and answers the
+// requests on the commands subject with reply(request) once serve(reply) was called — until then nothing receives
+// them, as while a new writer is promoting.
+func followerOfAFakeWriterNotServing(t *testing.T, srv *server.Server, o Options) (f *Node,
+	serve func(reply func(request *nats.Msg) []byte)) {
 	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
 	nc := connectTo(t, srv)
 	js, err := jetstream.New(nc)
@@ -187,14 +239,17 @@ func followerOfAFakeWriterReplyingWith(t *testing.T, srv *server.Server, o Optio
 	ok, err := lease.Acquire(context.Background())
 	require.NoError(t, err)
 	require.True(t, ok)
-	_, err = nc.QueueSubscribe(cfg.CommandSubject(), "writer", func(m *nats.Msg) {
-		if b := reply(m); b != nil {
-			_ = m.Respond(b)
-		}
-	})
-	require.NoError(t, err)
+	serve = func(reply func(request *nats.Msg) []byte) {
+		_, err := nc.QueueSubscribe(cfg.CommandSubject(), "writer", func(m *nats.Msg) {
+			if b := reply(m); b != nil {
+				_ = m.Respond(b)
+			}
+		})
+		require.NoError(t, err)
+		require.NoError(t, nc.Flush()) // NB: the server holds the subscription before any request is sent
+	}
 	o.Name, o.Log, o.LeaseTTL = "f", cfg, time.Minute
-	return startOn(t, srv, o)
+	return startOn(t, srv, o), serve
 }
 
 // submitRunCreate submits a run.create through f's engine, bounded by 2 s.

@@ -108,6 +108,9 @@ type Options struct {
 	// beforeCopyWait, set by tests, runs when the answer to a forwarded request waits for this node's copy to hold
 	// position pos (waitCopied), once, before it waits: a test then knows the answer is in hand and held back.
 	beforeCopyWait func(pos uint64)
+	// unreceived, set by tests, runs when an attempt of a forwarded request found no node serving the commands subject
+	// (no responders), before the request is sent again: a test then knows the follower waits for a writer.
+	unreceived func()
 	// attemptTimeout, set by tests, replaces the bound of one attempt of a forwarded request that may be sent again
 	// (defaultAttemptTimeout).
 	attemptTimeout time.Duration
