@@ -168,6 +168,17 @@ func (f *fixture) do(actor events.Actor, cmd commands.Command) commands.Reply {
 	return r
 }
 
+// admitAll submits reqs in one go and requires each admitted: the bulk a test needs before it reads.
+func (f *fixture) admitAll(reqs []commands.Request) []commands.Reply {
+	f.t.Helper()
+	replies, err := f.eng.SubmitAll(context.Background(), reqs)
+	require.NoError(f.t, err)
+	for _, r := range replies {
+		require.Nil(f.t, r.Rejected, "%v", r.Rejected)
+	}
+	return replies
+}
+
 // get requests path with the admin token and decodes the JSON answer.
 func (f *fixture) get(path string) (int, map[string]any) {
 	f.t.Helper()
