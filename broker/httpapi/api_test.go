@@ -507,11 +507,7 @@ func TestRunsFilterLooksAtBoundedRuns(t *testing.T) {
 		reqs[i] = commands.Request{Actor: audittest.Admin, Command: &commands.RunCreate{RunID: fmt.Sprintf("bulk-%05d", i),
 			Team: "bulk", Goal: "wait", Cwd: "/srv/bulk"}}
 	}
-	replies, err := f.eng.SubmitAll(t.Context(), reqs)
-	require.NoError(t, err)
-	for _, r := range replies {
-		require.Nil(t, r.Rejected, "%v", r.Rejected)
-	}
+	f.admitAll(reqs)
 	for _, q := range []string{"status=running", "status=running&q=live", "status=running&newest=true"} {
 		first := f.ok("/api/v1/runs?" + q)
 		require.Equal(t, true, first["hasMore"], q)
@@ -552,11 +548,7 @@ func TestASearchReadsTheRunsInChunks(t *testing.T) {
 		reqs[i] = commands.Request{Actor: audittest.Admin, Command: &commands.RunCreate{RunID: fmt.Sprintf("bulk-%05d", i),
 			Team: team, Goal: "wait", Cwd: "/srv/bulk"}}
 	}
-	replies, err := f.eng.SubmitAll(t.Context(), reqs)
-	require.NoError(t, err)
-	for _, r := range replies {
-		require.Nil(t, r.Rejected, "%v", r.Rejected)
-	}
+	f.admitAll(reqs)
 	var reads atomic.Int64
 	f.srv.searching = func() { reads.Add(1) }
 	page := f.ok("/api/v1/runs?q=no-such-run&limit=1")

@@ -1,11 +1,16 @@
 package httpapi
 
 import (
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/audit/audittest"
+	"github.com/crewlog/crewlog/commands"
 )
 
 // A scrape reads the last snapshot's position, size and time as one: a snapshot saved while it is collected shows
@@ -45,5 +50,21 @@ func TestMetricsSnapshotGaugesDoNotTear(t *testing.T) {
 			}
 		}
 		require.Equal(t, pos, size, "the position of one snapshot and the size of another")
+	}
+}
+
+// TestBudgetSeriesAreBoundedInRuns: the budget series are labelled by run, so a scrape holds those of at most
+// maxRunSeries runs not ended, however many runs workers create: the label's values stay a bounded set.
+func TestBudgetSeriesAreBoundedInRuns(t *testing.T) {
+	f := newFixture(t, Options{Metrics: NewMetrics()})
+	reqs := make([]commands.Request, maxRunSeries+1)
+	for i := range reqs {
+		reqs[i] = commands.Request{Actor: audittest.Admin, Command: &commands.RunCreate{RunID: fmt.Sprintf("many-%05d", i),
+			Team: "many", Goal: "wait", Cwd: "/srv/many"}}
+	}
+	f.admitAll(reqs)
+	text := metricsText(t, f)
+	for _, series := range []string{"crewlog_budget_tokens_granted{", "crewlog_budget_tokens_spent{"} {
+		require.Equal(t, maxRunSeries, strings.Count(text, "\n"+series), series)
 	}
 }
