@@ -178,3 +178,24 @@ func allocatedOnce(t *testing.T, f *fixture, path string) (uint64, answered) {
 	require.Equal(t, true, m["hasMore"], path)
 	return after.TotalAlloc - before.TotalAlloc, answered{len(m["events"].([]any)), rec.Body.Len()}
 }
+
+// TestStateListsAreBoundedInItems: a run may end tasks and create more without end; a state?at answer lists at most
+// maxStateItems of them, the published state's and a rebuild's alike, and says it is truncated.
+func TestStateListsAreBoundedInItems(t *testing.T) {
+	f := newFixture(t, Options{})
+	var reqs []commands.Request
+	for i := range maxStateItems {
+		task := fmt.Sprintf("many_%05d", i)
+		reqs = append(reqs,
+			commands.Request{Actor: audittest.Orchestrator, Command: &commands.TaskCreate{RunID: liveRun, TaskID: task,
+				Role: "executor", Agent: "executor"}},
+			commands.Request{Actor: audittest.Orchestrator, Command: &commands.TaskTransition{RunID: liveRun,
+				TaskID: task, To: "cancelled", Reason: "done"}})
+	}
+	f.admitAll(reqs)
+	for _, at := range []uint64{head(f), head(f) - 1} { // the published state, and a rebuild
+		m := f.ok(fmt.Sprintf("/api/v1/runs/%s/state?at=%d", liveRun, at))
+		require.Len(t, m["tasks"], maxStateItems, "at %d", at)
+		require.True(t, m["truncated"].(bool), "at %d", at)
+	}
+}
