@@ -258,6 +258,42 @@ func TestPagingVisitsEveryItemOnce(t *testing.T) {
 	}
 }
 
+// TestPagesWithoutALimitHoldAHundredItems: a page asked for without limit holds 100 items, as
+// docs/dashboard-api.md says of the lists and of a job's calls, and says there is more.
+func TestPagesWithoutALimitHoldAHundredItems(t *testing.T) {
+	f := newFixture(t, Options{})
+	const n = 101
+	var reqs []commands.Request
+	for i := range n {
+		reqs = append(reqs,
+			commands.Request{Actor: audittest.Admin, Command: &commands.RunCreate{RunID: fmt.Sprintf("paged-%03d", i),
+				Team: "paged", Goal: "wait", Cwd: "/srv/paged"}},
+			commands.Request{Actor: audittest.Orchestrator, Command: &commands.MessageSend{RunID: liveRun,
+				To: []string{"01_lead"}, Body: fmt.Sprint("m", i)}})
+	}
+	f.admitAll(reqs)
+	nonce := commands.SecretDigest("nonce-" + liveJob)
+	for i := range n {
+		// A call of a tool not granted is refused and listed: a job's calls of any number, none in flight.
+		r := f.do(audittest.Worker("02_help"), &commands.ProxyRequest{RunID: liveRun, TaskID: "02_help", JobID: liveJob,
+			RequestID: fmt.Sprint("x", i), RequestIDChars: len(fmt.Sprint("x", i)), NonceDigest: nonce, Tool: "bash",
+			Args: json.RawMessage(`{}`)})
+		require.NotNil(t, r.Rejected, "call %d", i)
+	}
+	for _, tc := range []struct{ path, key string }{
+		{"/api/v1/runs", "runs"},
+		{livePath + "/events", "events"},
+		{livePath + "/mailbox?taskId=01_lead", "messages"},
+		{livePath + "/jobs/" + liveJob, "requests"},
+	} {
+		t.Run(tc.key, func(t *testing.T) {
+			page := f.ok(tc.path)
+			require.Len(t, page[tc.key], 100)
+			require.Equal(t, true, page["hasMore"])
+		})
+	}
+}
+
 func TestBadCursorIs400(t *testing.T) {
 	f := newFixture(t, Options{})
 	for _, r := range pagedRoutes {
