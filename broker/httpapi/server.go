@@ -153,7 +153,7 @@ func (s *Server) Listen(addr string) error {
 		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    16 << 10,
+		MaxHeaderBytes:    maxHeaderBytes,
 		// NB: no WriteTimeout, which would end every stream: each answer's writes have deadlines of their own
 		// (deadlines.go), and so do a stream's.
 		ErrorLog: nil,
@@ -229,6 +229,10 @@ func (s *Server) Close() error {
 
 // closeGrace is the time Close gives the requests in progress to finish.
 const closeGrace = 2 * time.Second
+
+// maxHeaderBytes bounds a request's line and headers (net/http reads up to 4 KiB more before it refuses 431): a client
+// cannot have crewd hold a megabyte (net/http's default) of each of its connections' headers.
+const maxHeaderBytes = 16 << 10
 
 // enter counts a request in progress, for Close to wait for; false once Close has begun, when the request must not
 // start reading the log.
