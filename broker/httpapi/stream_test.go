@@ -64,6 +64,33 @@ func TestStreamResumesAfterLastEventID(t *testing.T) {
 	require.Equal(t, strconv.FormatUint(h+1, 10), next(t, live).id)
 }
 
+// TestAStartPastTheHeadIsTheHead: a stream asked to start after a position the log has not reached (by after or
+// Last-Event-ID) starts after the head, as its hello says, and sends the next event, rather than waiting silently
+// for a position that may never come.
+func TestAStartPastTheHeadIsTheHead(t *testing.T) {
+	f := newFixture(t, Options{})
+	for _, tc := range []struct {
+		name   string
+		path   string
+		header http.Header
+	}{
+		{"after", "/api/v1/stream?after=18446744073709551615", nil},
+		{"Last-Event-ID", "/api/v1/stream", http.Header{"Last-Event-Id": {"18446744073709551615"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := head(f)
+			frames := f.openStream(tc.path, tc.header)
+			hello := next(t, frames)
+			require.Equal(t, "hello", hello.event)
+			var data helloData
+			require.NoError(t, json.Unmarshal([]byte(hello.data), &data))
+			require.Equal(t, helloData{Head: h, After: h}, data)
+			usage(f, 1)
+			require.Equal(t, strconv.FormatUint(h+1, 10), next(t, frames).id)
+		})
+	}
+}
+
 // TestStreamFilters: ?run= keeps one run's events, type= some types.
 func TestStreamFilters(t *testing.T) {
 	f := newFixture(t, Options{})
