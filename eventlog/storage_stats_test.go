@@ -103,8 +103,12 @@ func TestWriteStallsCountedAndLoggedSparingly(t *testing.T) {
 	require.Len(t, lines, 1, "the stalls within a minute of the first are not logged: %s", buf.String())
 	require.Contains(t, lines[0], "L0 file count limit exceeded")
 
-	s.begin(at(61*time.Second), "memtable count limit reached")
+	s.begin(at(time.Minute-time.Nanosecond), "memtable count limit reached")
 	lines = strings.Split(strings.TrimSpace(buf.String()), "\n")
-	require.Len(t, lines, 2)
-	require.Contains(t, lines[1], "stalls_since_last_line=2")
+	require.Len(t, lines, 1, "logged again within a minute of the last line")
+
+	s.begin(at(time.Minute), "memtable count limit reached")
+	lines = strings.Split(strings.TrimSpace(buf.String()), "\n")
+	require.Len(t, lines, 2, "not logged again a minute after the last line")
+	require.Contains(t, lines[1], "stalls_since_last_line=3")
 }
