@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
 	"hash/crc32"
 	"testing"
@@ -145,3 +146,47 @@ func FuzzDecodeRecordBody(f *testing.F) {
 }
 
 func crcOf(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// The stored bytes are doc.go's, computed here from the layout alone and not by the code that writes them: stores
+// written by one build are read and verified by every later one, so a change of the checksum, its byte order or what
+// it covers, of the hash, its order or the genesis position 1 chains to, or of the head's layout is a change of
+// format that no round trip through the same code shows.
+func TestStoredRecordsAndHeadFollowTheDocumentedLayout(t *testing.T) {
+	l, _ := openMem(t)
+	defer l.Close()
+	_, err := l.Append(Write{Events: evs("a", 3)})
+	require.NoError(t, err)
+
+	castagnoliTable := crc32.MakeTable(crc32.Castagnoli)
+	var prev [32]byte // position 1 chains to 32 zero bytes
+	for pos := uint64(1); pos <= 3; pos++ {
+		key := binary.BigEndian.AppendUint64([]byte{'e'}, pos)
+		v, closer, err := l.db.Get(key)
+		require.NoError(t, err, "the record of position %d is under 'e' | pos:8 BE", pos)
+		v = bytes.Clone(v)
+		require.NoError(t, closer.Close())
+
+		require.Greater(t, len(v), 1+4+32)
+		require.Equal(t, byte(1), v[0], "version byte")
+		require.Equal(t, crc32.Checksum(v[5:], castagnoliTable), binary.BigEndian.Uint32(v[1:5]),
+			"crc32c (Castagnoli), big-endian, over hash ‖ body")
+		body := v[37:]
+		want := sha256.Sum256(append(prev[:], body...))
+		require.Equal(t, want[:], v[5:37], "hash = SHA-256(hash of position-1 ‖ body) at %d", pos)
+		var fields []any
+		require.NoError(t, msgpack.Unmarshal(body, &fields))
+		require.Len(t, fields, 12)
+		require.EqualValues(t, pos, fields[0])
+		prev = want
+	}
+
+	v, closer, err := l.db.Get([]byte("mhead"))
+	require.NoError(t, err)
+	v = bytes.Clone(v)
+	require.NoError(t, closer.Close())
+	require.Len(t, v, 1+4+8+32)
+	require.Equal(t, byte(1), v[0], "seal version byte")
+	require.Equal(t, crc32.Checksum(v[5:], castagnoliTable), binary.BigEndian.Uint32(v[1:5]), "seal crc32c")
+	require.Equal(t, uint64(3), binary.BigEndian.Uint64(v[5:13]), "the head's position")
+	require.Equal(t, prev[:], v[13:], "the head's hash is the last record's")
+}
