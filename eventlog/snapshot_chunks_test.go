@@ -361,3 +361,33 @@ func FuzzSnapshotChunksNeverHandOutOtherBytes(f *testing.F) {
 		}
 	})
 }
+
+// A snapshot is stored in chunks of 64 KiB, doc.go's number and part of the format (the sizes here are literal, not
+// snapshotChunk): 64 KiB take one chunk, a byte more a second, and every chunk but the last holds 64 KiB.
+func TestSnapshotChunksAre64KiB(t *testing.T) {
+	l, _ := openWithEightEvents(t)
+	defer l.Close()
+	for _, c := range []struct {
+		size   int
+		chunks []int
+	}{
+		{64 << 10, []int{64 << 10}},
+		{64<<10 + 1, []int{64 << 10, 1}},
+		{3 * 64 << 10, []int{64 << 10, 64 << 10, 64 << 10}},
+	} {
+		require.NoError(t, l.SaveSnapshot(5, incompressible(c.size, 1)))
+		var got []int
+		for i := uint32(1); ; i++ {
+			v, closer, err := l.db.Get(binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64([]byte{'n'}, 5), i))
+			if errors.Is(err, pebble.ErrNotFound) {
+				break
+			}
+			require.NoError(t, err)
+			p, err := unseal(nil, v)
+			require.NoError(t, err)
+			got = append(got, len(p))
+			require.NoError(t, closer.Close())
+		}
+		require.Equal(t, c.chunks, got, "a snapshot of %d bytes", c.size)
+	}
+}
