@@ -295,7 +295,8 @@
 // append from the moment the log opens, and completed by a background scan
 // of the outcome table that the first append starts, it proves a new id
 // (the common case) unrecorded without reading Pebble, and answers "maybe"
-// for about one new id in a thousand per part; until its build has
+// for about two new ids in a thousand per full part (the parts double in
+// size: two at 150,000 outcomes); until its build has
 // finished, and on a read-only log or one at an older format, it proves
 // nothing.
 // A "maybe" reads Pebble; that read consults the bloom filters of every
