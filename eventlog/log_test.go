@@ -345,6 +345,29 @@ func TestCheckpoint(t *testing.T) {
 	require.ErrorIs(t, b.Checkpoint("backup"), iofs.ErrExist, "the destination must not exist")
 }
 
+// TestCheckpointInsideTheStoreIsRefused: a copy is never made inside the store, by its path or through a symbolic
+// link to it (ErrInsideStore): it would lie among Pebble's files and go with the store. Nothing is made there, and a
+// copy beside the store is made.
+func TestCheckpointInsideTheStoreIsRefused(t *testing.T) {
+	parent := t.TempDir()
+	store := filepath.Join(parent, "store")
+	l, err := Open(store, nil)
+	require.NoError(t, err)
+	defer l.Close()
+	_, err = l.Append(Write{Events: evs("a", 2)})
+	require.NoError(t, err)
+	link := filepath.Join(t.TempDir(), "link")
+	require.NoError(t, os.Symlink(store, link))
+	for _, dir := range []string{filepath.Join(store, "copy"), filepath.Join(link, "copy")} {
+		require.ErrorIs(t, l.Checkpoint(dir), ErrInsideStore, dir)
+	}
+	require.NoDirExists(t, filepath.Join(store, "copy"))
+	entries, err := os.ReadDir(parent)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "no staging directory beside the store")
+	require.NoError(t, l.Checkpoint(filepath.Join(parent, "copy")))
+}
+
 func TestOpenDetectsDamagedHead(t *testing.T) {
 	// The position each damage must be reported at.
 	at := map[string]uint64{"record beyond head": 3, "head hash differs": 2, "head points past the log": 9}
