@@ -63,6 +63,10 @@ func TestFormatGate(t *testing.T) {
 	require.NoError(t, err)
 	require.ErrorIs(t, l.Upgrade(CurrentFormat, CurrentFormat+1, nil, nil), ErrInvalid, "no step beyond this build")
 	require.ErrorIs(t, l.Upgrade(0, 1, nil, nil), ErrInvalid, "not the store's format")
+	require.ErrorIs(t, l.Upgrade(1, 3, nil, nil), ErrInvalid, "one step at a time")
+	f, err := l.Format()
+	require.NoError(t, err)
+	require.EqualValues(t, 1, f, "a refused step leaves the format")
 	require.NoError(t, l.Close())
 }
 
