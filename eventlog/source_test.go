@@ -1,6 +1,7 @@
 package eventlog
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -74,4 +75,96 @@ func TestAppendFromUnsyncedIsDurableWithTheNextSync(t *testing.T) {
 	src, head = reopen()
 	require.Equal(t, uint64(9), src)
 	require.Equal(t, uint64(3), head, "the synced group made the unsynced ones before it durable")
+}
+
+// A copy that appends the same writes in the same order, synced or not, has the same positions, versions,
+// outcomes and hash chain as the log it copies: what a replica is checked against.
+func TestACopyOfTheSameWritesHasTheSameChain(t *testing.T) {
+	groups := [][]Write{
+		{{Principal: "p", CommandID: "c1", Events: evs("r1", 2), Result: []byte("one")}},
+		{{Principal: "p", CommandID: "c2", Code: "bad", Reason: "no"}, {Events: evs("r2", 1)}},
+		{{Principal: "q", CommandID: "c1", Events: append(evs("r1", 1), evs("r2", 2)...), Fingerprint: []byte{7}}},
+	}
+	original, _ := openMem(t)
+	defer original.Close()
+	copies := map[string]func(l *Log, seq uint64, ws []Write) error{
+		"AppendFrom": func(l *Log, seq uint64, ws []Write) error {
+			_, err := l.AppendFrom(seq, ws...)
+			return err
+		},
+		"AppendFromUnsynced": func(l *Log, seq uint64, ws []Write) error {
+			_, err := l.AppendFromUnsynced(seq, ws...)
+			return err
+		},
+	}
+	for i, ws := range groups {
+		_, err := original.Append(ws...)
+		require.NoError(t, err, "group %d", i)
+	}
+	for name, appendFrom := range copies {
+		t.Run(name, func(t *testing.T) {
+			c, _ := openMem(t)
+			defer c.Close()
+			for i, ws := range groups {
+				require.NoError(t, appendFrom(c, uint64(10*(i+1)), ws), "group %d", i)
+			}
+			require.Equal(t, readAll(t, original), readAll(t, c), "positions, versions and hashes")
+			wantPos, wantHash := original.Head()
+			gotPos, gotHash := c.Head()
+			require.Equal(t, wantPos, gotPos)
+			require.Equal(t, wantHash, gotHash)
+			for _, k := range [][2]string{{"p", "c1"}, {"p", "c2"}, {"q", "c1"}} {
+				want, err := original.Outcome(k[0], k[1])
+				require.NoError(t, err)
+				got, err := c.Outcome(k[0], k[1])
+				require.NoError(t, err)
+				require.Equal(t, want, got, "outcome %v", k)
+			}
+		})
+	}
+}
+
+// Check refuses what Append would refuse, with the same error, and appends nothing either way.
+func TestCheckRefusesWhatAppendWouldAndAppendsNothing(t *testing.T) {
+	l, _ := openMem(t)
+	defer l.Close()
+	_, err := l.Append(Write{Principal: "p", CommandID: "done", Events: evs("r", 2)})
+	require.NoError(t, err)
+	headBefore, _ := l.Head()
+	for _, c := range []struct {
+		name string
+		ws   []Write
+		want error
+	}{
+		{"no writes", nil, ErrInvalid},
+		{"no stream", []Write{{Events: []Event{{Type: "t"}}}}, ErrInvalid},
+		{"recorded command", []Write{{Principal: "p", CommandID: "done", Events: evs("r", 1)}}, ErrDuplicateCommand},
+		{"stale version", []Write{{Expected: []Expectation{{Stream: "r", Version: 1}}, Events: evs("r", 1)}},
+			&ConflictError{Stream: "r", Expected: 1, Actual: 2}},
+		{"sound", []Write{{Principal: "p", CommandID: "new", Events: evs("r", 1)}}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := l.Check(c.ws...)
+			if c.want == nil {
+				require.NoError(t, err)
+				return
+			}
+			var ce *ConflictError
+			if errors.As(c.want, &ce) {
+				var got *ConflictError
+				require.ErrorAs(t, err, &got)
+				require.Equal(t, ce, got)
+			} else {
+				require.ErrorIs(t, err, c.want)
+			}
+			head, _ := l.Head()
+			require.Equal(t, headBefore, head, "Check appends nothing")
+			_, appendErr := l.Append(c.ws...)
+			require.Equal(t, err.Error(), appendErr.Error(), "Append refuses it alike")
+		})
+	}
+	head, _ := l.Head()
+	require.Equal(t, headBefore, head, "nothing was appended")
+	o, err := l.Outcome("p", "new")
+	require.ErrorIs(t, err, ErrNotFound, "a sound write checked is not recorded: %+v", o)
 }
