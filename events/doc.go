@@ -71,4 +71,15 @@
 // ImportCheckpoint no import writes (a negative offset, say) is refused by
 // DecodePayload as ErrBadPayload (ImportCheckpoint.Validate), so a reader
 // is never handed a position to resume from that cannot be.
+//
+// It does define the bounds of what a payload may hold, which the engine's
+// commands and the importers (which may use neither commands nor
+// projections) both hold to, each with its own refusal or report: the
+// chars of each free text and id (text_bounds.go, ImportedTexts), and the
+// numbers and lists (imported_bounds.go: usage counters, a run's budget, a
+// task's depth and dependencies, a question's options and id, the timeouts
+// of a delegation and a question). DecodePayload does not apply them: a
+// stored event is read as it was written, whatever a later bound says, so
+// replay decides as the log did. The store bounds a whole payload
+// (eventlog's Options.MaxPayloadBytes).
 package events

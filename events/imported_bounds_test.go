@@ -144,3 +144,25 @@ func TestMessageWords(t *testing.T) {
 		}
 	}
 }
+
+// DecodePayload reads a payload as it was written, past every bound commands and importers hold to: a stored event
+// that a later, tighter bound would refuse still decodes to what it recorded, so replay decides as the log did.
+func TestDecodeReadsPayloadsPastTheBounds(t *testing.T) {
+	budget := int64(MaxBudgetTotal + 1)
+	cases := map[string]any{
+		TypeRunCreated: &RunCreated{Team: strings.Repeat("t", MaxIDChars+1), Goal: strings.Repeat("g", MaxBodyChars+1),
+			BudgetTotal: &budget},
+		TypeTaskCreated: &TaskCreated{TaskID: "t", DependsOn: make([]string, MaxDependsOn+1), Depth: MaxDepth + 1,
+			Kind: TaskKindWorkflow},
+		TypeTaskUsage: &TaskUsage{TaskID: "t", Input: MaxUsageTokens + 1},
+	}
+	for typ, p := range cases {
+		t.Run(typ, func(t *testing.T) {
+			b, err := EncodePayload(p)
+			require.NoError(t, err)
+			got, err := DecodePayload(typ, SchemaVersion(typ), b)
+			require.NoError(t, err)
+			require.Equal(t, p, got)
+		})
+	}
+}
