@@ -87,6 +87,25 @@ func TestRegistryCoversContract(t *testing.T) {
 	require.Nil(t, NewPayload("nope"))
 }
 
+// Every delegate.* and budget.* payload names its delegation by the parent task (taskId) and the delegation (subId),
+// on the wire as in the log: the projections and the broker find a delegation by the two.
+func TestDelegationPayloadsCarryTaskIDAndSubID(t *testing.T) {
+	n := 0
+	for _, typ := range Types() {
+		if !strings.HasPrefix(typ, "delegate.") && !strings.HasPrefix(typ, "budget.") {
+			continue
+		}
+		n++
+		b, err := EncodePayload(filled(typ))
+		require.NoError(t, err)
+		var keys map[string]any
+		require.NoError(t, msgpack.Unmarshal(b, &keys))
+		require.Contains(t, keys, "taskId", typ)
+		require.Contains(t, keys, "subId", typ)
+	}
+	require.Equal(t, 11, n, "the delegate.* and budget.* types")
+}
+
 func TestTagsAreCamelCaseAndAgree(t *testing.T) {
 	for _, typ := range Types() {
 		checkTags(t, typ, reflect.TypeOf(NewPayload(typ)).Elem())
