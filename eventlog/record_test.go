@@ -190,3 +190,15 @@ func TestStoredRecordsAndHeadFollowTheDocumentedLayout(t *testing.T) {
 	require.Equal(t, uint64(3), binary.BigEndian.Uint64(v[5:13]), "the head's position")
 	require.Equal(t, prev[:], v[13:], "the head's hash is the last record's")
 }
+
+// An event DecodeRecord returns (Read decodes with it) owns its memory: the value it was decoded from may be reused at
+// once, as Pebble reuses an iterator's buffers when it moves, and the event keeps what it read.
+func TestDecodedRecordOwnsItsMemory(t *testing.T) {
+	in := ev("run-1", "run.created")
+	in.Position, in.StreamVersion, in.CommandID, in.CausationID = 1, 1, "cmd", "cause"
+	v := appendRecord(nil, &[32]byte{}, &in)
+	var out Event
+	require.NoError(t, DecodeRecord(v, &out))
+	clear(v)
+	require.Equal(t, in, out)
+}
