@@ -615,3 +615,33 @@ func sstReadFaults() *errorfs.Toggle {
 		return nil
 	})}
 }
+
+// The decoded summaries a ColdStore keeps are bounded (summaryCacheSize): paging a long history of finished runs
+// decodes every summary it passes, and a cache that kept them all would hold the history in memory again. The
+// oldest go first; the ones decoded last are answered from the cache, the same decoded value again.
+func TestSummaryCacheIsBounded(t *testing.T) {
+	c := NewColdStore(nil, 0)
+	summary := func(i int) eventlog.Summary {
+		id := fmt.Sprintf("run-%05d", i)
+		b, err := encodeSummary(&coldRun{run: Run{RunID: id, Status: "completed"}})
+		require.NoError(t, err)
+		return eventlog.Summary{Stream: id, Ord: uint64(i), Position: uint64(i + 1), Data: b}
+	}
+	const extra = 100
+	for i := range summaryCacheSize + extra {
+		cr, err := c.decoded(summary(i))
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprintf("run-%05d", i), cr.run.RunID)
+	}
+	require.Equal(t, summaryCacheSize, len(c.summaries.m), "decoded summaries kept, against the cache's bound")
+	for i := range extra {
+		_, ok := c.summaries.m[summaryVersion{fmt.Sprintf("run-%05d", i), uint64(i + 1)}]
+		require.False(t, ok, "summary %d, among the first decoded, is still cached", i)
+	}
+	last := summary(summaryCacheSize + extra - 1)
+	first, err := c.decoded(last)
+	require.NoError(t, err)
+	again, err := c.decoded(last)
+	require.NoError(t, err)
+	require.Same(t, first, again, "a summary decoded last is decoded again")
+}
