@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -339,4 +340,29 @@ func TestMissingViewsPassOverARunWhoseSummaryIsDamaged(t *testing.T) {
 	require.Equal(t, missing-1, s.store.ViewsMissing(), "the damaged run left the missing views")
 	_, _, err = s.LookupRun(damaged)
 	require.ErrorIs(t, err, ErrNotReadBack, "its queries report the damage")
+}
+
+// The runs gone cold whose view waits to be written are bounded in bytes too (maxQueuedViewBytes, as approxBytes
+// estimates them), not only in number: a few large runs ending together must not hold their records in memory
+// until the background pass writes them. A run past the bound is left without a view (written later by
+// WriteMissingView), and a smaller one that still fits is queued.
+func TestTheQueueOfViewsIsBoundedInBytes(t *testing.T) {
+	c := NewColdStore(nil, 0)
+	c.SaveViewsOnEvict()
+	body := strings.Repeat("x", maxQueuedViewBytes/2)
+	run := func(id, body string) *runState {
+		r := newRunState(Run{RunID: id})
+		r.addMessage(Message{ID: "m", To: "t", Body: body})
+		return r
+	}
+	c.queueView("large-1", 1, run("large-1", body))
+	c.queueView("large-2", 2, run("large-2", body))
+	c.queueView("small", 3, run("small", "x"))
+	var queued []string
+	for _, v := range c.queued {
+		queued = append(queued, v.id)
+	}
+	require.Equal(t, []string{"large-1", "small"}, queued, "the queue holds more than its bytes allow")
+	require.LessOrEqual(t, c.queuedBytes, int64(maxQueuedViewBytes))
+	require.Equal(t, 1, c.ViewsMissing(), "the run past the bound is known to have no view")
 }
