@@ -1,11 +1,14 @@
 package broker
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
 )
@@ -179,4 +182,21 @@ func TestARetriedIssueOfAColdRunIsChargedItsRefold(t *testing.T) {
 	f.eng.Read(func(st *projections.State) { require.True(t, st.IsCold(runR), "the retry was answered, not decided") })
 	require.LessOrEqual(t, level(), start-float64(run.Usage.Events),
 		"the events re-folded for the retry were not charged")
+}
+
+// A cold run's orchestrator credential is in its summary, and is checked from there as a hot run's is: revoked, its
+// own token is told so (revoked "token revoked", for good), not taken for a bad token, and the run is not read back.
+func TestARevokedOrchestratorOfAColdRunIsToldRevoked(t *testing.T) {
+	f := newColdFixture(t)
+	r, err := f.eng.Submit(context.Background(), commands.Request{Actor: events.Actor{Role: events.RoleAdmin},
+		Command: &commands.CredentialRevoke{RunID: runR, TaskID: events.OrchestratorKey}})
+	require.NoError(t, err)
+	require.Nil(t, r.Rejected)
+	require.Eventually(t, func() bool { // faulted in for the revocation, it goes cold again at the next pass
+		cold := false
+		f.eng.Read(func(st *projections.State) { cold = st.IsCold(runR) })
+		return cold
+	}, 10*time.Second, 10*time.Millisecond)
+	f.helloFails(runR, events.OrchestratorKey, f.r1.orch, wire.CodeRevoked)
+	f.helloFails(runR, events.OrchestratorKey, "not-the-token", wire.CodeAuth)
 }
