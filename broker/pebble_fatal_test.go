@@ -12,7 +12,8 @@ import (
 // A Pebble fatal error met on one of the server's goroutines (a connection's request that saves the import
 // checkpoints' view or a cold run's, the mailbox feed's read of the log) is never recovered: the store it leaves
 // answers nothing, so crewd must exit for its supervisor to restart it, where the recover closed the connection (or
-// stopped the pushes) and crewd went on. Any other panic is still recovered: a client's request cannot stop crewd.
+// stopped the pushes) and crewd went on. Any other panic is still recovered, closing its connection and no other: a
+// client's request cannot stop crewd, nor end another client's connection.
 func TestAPebbleFatalOnTheServersGoroutinesIsNeverRecovered(t *testing.T) {
 	fatal := &eventlog.FatalError{Msg: "MANIFEST write failed", Err: syscall.ENOSPC}
 	f := newFixture(t, fixtureOpts{})
@@ -20,6 +21,8 @@ func TestAPebbleFatalOnTheServersGoroutinesIsNeverRecovered(t *testing.T) {
 	o := f.dial()
 	o.hello(runR, "orchestrator", s.orch)
 	c := anyConn(t, f.srv)
+	w := f.dial() // after anyConn: c is o's, the only connection then
+	w.hello(runR, taskP, s.p)
 
 	t.Run("a connection's goroutine", func(t *testing.T) {
 		require.PanicsWithValue(t, fatal, func() {
@@ -30,7 +33,8 @@ func TestAPebbleFatalOnTheServersGoroutinesIsNeverRecovered(t *testing.T) {
 			defer c.recover()
 			panic("a bad request")
 		})
-		o.closed() // the ordinary panic closed its connection only
+		o.closed() // the ordinary panic closed its connection
+		require.Equal(t, true, w.ok("ping", nil)["pong"], "and that one only")
 		f.panics.Store(0)
 	})
 
