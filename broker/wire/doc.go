@@ -52,8 +52,10 @@
 //
 // No hello within HelloTimeout: close. First request not hello: error protocol "hello required", close. A second
 // hello: error protocol "hello already completed", close. Bad hello shape, protocol other than 1 or an unknown
-// token: error auth "hello rejected", close (never saying which field). A revoked credential: error revoked
-// "token revoked", close — checked again before every later frame. The ack never echoes the token. A connection
+// token: error auth "hello rejected", close (never saying which field); but a wrong token naming a run and a task
+// of it that exist: error stale-token, close (pi-crew's answer, on which its client re-issues), as for a worker's
+// own token once its run or task is terminal. A revoked credential: error revoked "token revoked", close — checked
+// again before every later frame. The ack never echoes the token. A connection
 // the broker ends between requests (the credential ended, idle, over a limit) gets one error frame whose id is
 // "" — it answers no request — and is closed; codes are pi-crew's plus crewlog's too-many-connections,
 // idle-timeout, too-many-waits and too-many-subscriptions.
