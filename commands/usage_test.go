@@ -250,6 +250,32 @@ func TestTaskUsageBudgetWarningOnce(t *testing.T) {
 	require.Equal(t, []string{events.TypeTaskUsage}, fxTypes(dec.Events), "the warning is recorded once")
 }
 
+// A run that sets no thresholds is warned at 0.8 and aborted at 0.95 of its budgetTotal (D§2.1, pi-crew's
+// `budgetWarning ?? 0.8`, `budgetAbort ?? 0.95`): each default holds at its fraction exactly, a token below it
+// reaches nothing.
+func TestTaskUsageDefaultThresholds(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		input int64
+		want  []string
+	}{
+		{"below the warning", 799, []string{events.TypeTaskUsage, events.TypeTaskBudgetFairShare}},
+		{"at the warning", 800,
+			[]string{events.TypeTaskUsage, events.TypeRunBudgetWarning, events.TypeTaskBudgetFairShare}},
+		{"below the abort", 949,
+			[]string{events.TypeTaskUsage, events.TypeRunBudgetWarning, events.TypeTaskBudgetFairShare}},
+		{"at the abort", 950,
+			[]string{events.TypeTaskUsage, events.TypeRunBudgetAbort, events.TypeTaskCancelled, events.TypeRunFailed}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := fxRunning(t, 1000)
+			dec, err := fxDecide(t, l.s, &TaskUsage{RunID: fxRun, TaskID: "02_exec", Input: tc.input})
+			require.NoError(t, err)
+			require.Equal(t, tc.want, fxTypes(dec.Events), "%d of a budget of 1000", tc.input)
+		})
+	}
+}
+
 func TestTaskUsageBudgetSkipped(t *testing.T) {
 	for _, tc := range []struct {
 		name string
