@@ -46,6 +46,9 @@ type testHooks struct {
 	// elapsed, when set, stands in for the monotonic clock the engine's time goes on by while the wall clock is
 	// behind it (engine_time.go).
 	elapsed func() time.Duration
+	// pipelineFull is called by the writer when it waits for a flight (acquire): every one is in flight, pipelineDepth
+	// groups handed to the log and not yet published, or held by a pass that settles.
+	pipelineFull func()
 	// missingViews is called by each pass of the missing views of cold runs as it starts (writeMissingViews), in the
 	// goroutine that writes them.
 	missingViews func()

@@ -192,7 +192,15 @@ const maxKeptPayloads = 1 << 20
 // acquire takes a free flight for the writer, waiting while pipelineDepth
 // groups are in flight, and makes it empty.
 func (e *Engine) acquire() *flight {
-	f := <-e.free
+	var f *flight
+	select {
+	case f = <-e.free:
+	default:
+		if h := e.opts.hooks; h != nil && h.pipelineFull != nil {
+			h.pipelineFull()
+		}
+		f = <-e.free
+	}
 	for _, p := range f.firsts {
 		e.forget(p)
 	}

@@ -72,6 +72,11 @@ func openPipe(t *testing.T, fs vfs.FS, committer func(*eventlog.Log) Committer) 
 			}
 			return nil
 		},
+		pipelineFull: func() {
+			if h := p.get(); h.full != nil {
+				h.full()
+			}
+		},
 	}
 	o := Options{Clock: newTestClock().Now, NewID: counterIDs(), ExpiryInterval: -1, hooks: hooks}
 	if committer != nil {
@@ -94,6 +99,7 @@ type pipeHooks struct {
 	// wait, until the channel returned (nil: its own timer).
 	lingerClock func(sync, since time.Duration) (time.Duration, time.Duration)
 	lingerEnd   func(wait time.Duration) <-chan time.Time
+	full        func() // the writer waits for a flight: the pipeline is full
 }
 
 func (p *pipeFixture) get() pipeHooks {
@@ -163,6 +169,22 @@ func first(group []*pending, id string) *pending {
 		}
 	}
 	return nil
+}
+
+// createRunsAcrossAHeldSync submits the admin's runs a, then b once a's sync is held (syncing is closed), then c
+// once next is closed, and requires each to be accepted.
+func (p *pipeFixture) createRunsAcrossAHeldSync(adm events.Principal, syncing, next <-chan struct{}) {
+	p.t.Helper()
+	aCh := p.async(createRun(adm, "a"))
+	<-syncing
+	bCh := p.async(createRun(adm, "b"))
+	<-next
+	cCh := p.async(createRun(adm, "c"))
+	for _, ch := range []<-chan answer{aCh, bCh, cCh} {
+		a := <-ch
+		require.NoError(p.t, a.err)
+		require.Nil(p.t, a.r.Rejected)
+	}
 }
 
 // commandIDs are the command ids of group's commands, in order.
@@ -536,17 +558,54 @@ func TestPipelineGroupStaysOpenWhileOneSyncs(t *testing.T) {
 		},
 		beforeSync: holdFirstSync(syncing, cDecided),
 	})
-	aCh := p.async(createRun(adm, "a"))
-	<-syncing
-	bCh := p.async(createRun(adm, "b"))
-	<-bDecided
-	cCh := p.async(createRun(adm, "c"))
-	for _, ch := range []<-chan answer{aCh, bCh, cCh} {
-		a := <-ch
-		require.NoError(t, a.err)
-		require.Nil(t, a.r.Rejected)
-	}
+	p.createRunsAcrossAHeldSync(adm, syncing, bDecided)
 	require.Equal(t, [][]string{{"b", "c"}}, handedOff, "b and c, decided during a's sync, are one group")
+}
+
+// At most pipelineDepth (two) groups are handed to the log and not yet published: with an EarlyStager, which is
+// handed each group as soon as it is decided, a third command that arrives while the first group's sync is held is
+// not even decided until that group is published, and the writer waits for room meanwhile.
+func TestPipelineHoldsAtMostTwoGroupsInFlight(t *testing.T) {
+	p := openPipe(t, vfs.NewMem(), func(l *eventlog.Log) Committer { return earlyCommitter{logCommitter{l}} })
+	p.seedRunAs("S")
+	require.True(t, p.eng.early)
+	adm := events.AdminPrincipal()
+	var (
+		inFlight, most      atomic.Int64 // groups decided and not yet published; the most at a decision
+		syncing, bHandedOff = make(chan struct{}), make(chan struct{})
+		release             = make(chan struct{})
+		releaseOnce, bOnce  sync.Once
+		cDecidedWhileHeld   atomic.Bool
+		aPublished          atomic.Bool
+		letGo               = func() { releaseOnce.Do(func() { close(release) }) }
+	)
+	p.set(pipeHooks{
+		at: func(point commitPoint, group []*pending) {
+			switch point {
+			case pointDecided:
+				n := inFlight.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				if first(group, "b") != nil {
+					bOnce.Do(func() { close(bHandedOff) })
+				}
+				if first(group, "c") != nil {
+					cDecidedWhileHeld.Store(!aPublished.Load())
+					letGo()
+				}
+			case pointPublished:
+				if first(group, "a") != nil {
+					aPublished.Store(true)
+				}
+				inFlight.Add(-1)
+			}
+		},
+		beforeSync: holdFirstSync(syncing, release),
+		full:       letGo,
+	})
+	p.createRunsAcrossAHeldSync(adm, syncing, bHandedOff)
+	require.False(t, cDecidedWhileHeld.Load(), "a third group was decided while the first was held in its sync")
+	require.Equal(t, int64(2), most.Load(), "two groups were in flight at once, never more")
 }
 
 // earlyCommitter is the engine's log as an EarlyStager.
