@@ -35,14 +35,13 @@ func TestSnapshotDue(t *testing.T) {
 		{"small snapshot, one event short of every", snapshotMark{Position: 500, Records: 10},
 			500 + every - 1, 0, false},
 		{"large snapshot, every events after it", snapshotMark{Position: 500, Records: 1000}, 500 + every, 0, false},
-		{"large snapshot, one event short of k times it", snapshotMark{Position: 500, Records: 1000},
-			500 + snapshotGrowth*1000 - 1, 0, false},
-		{"large snapshot, k times it after it", snapshotMark{Position: 500, Records: 1000},
-			500 + snapshotGrowth*1000, 0, true},
-		{"large snapshot, runs went cold", snapshotMark{Position: 500, Records: 1000}, 501, snapshotAfterCold, true},
-		{"one run short of the cold trigger", snapshotMark{Position: 500, Records: 1000}, 501,
-			snapshotAfterCold - 1, false},
-		{"no snapshot, runs went cold at once", snapshotMark{}, 1, snapshotAfterCold, true},
+		{"large snapshot, one event short of k = 2 times it", snapshotMark{Position: 500, Records: 1000},
+			500 + 2*1000 - 1, 0, false},
+		{"large snapshot, k = 2 times it after it", snapshotMark{Position: 500, Records: 1000},
+			500 + 2*1000, 0, true},
+		{"large snapshot, 64 runs went cold", snapshotMark{Position: 500, Records: 1000}, 501, 64, true},
+		{"one run short of the cold trigger", snapshotMark{Position: 500, Records: 1000}, 501, 63, false},
+		{"no snapshot, 64 runs went cold at once", snapshotMark{}, 1, 64, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			require.Equal(t, c.want, snapshotDue(c.last, c.head, c.cold, every))
@@ -53,7 +52,7 @@ func TestSnapshotDue(t *testing.T) {
 	})
 	t.Run("default every", func(t *testing.T) {
 		require.Equal(t, uint64(DefaultSnapshotEvery), NextSnapshotAt(0, 0, 0))
-		require.Equal(t, uint64(7+snapshotGrowth*DefaultSnapshotEvery), NextSnapshotAt(7, DefaultSnapshotEvery, 0))
+		require.Equal(t, uint64(7+2*DefaultSnapshotEvery), NextSnapshotAt(7, DefaultSnapshotEvery, 0))
 	})
 }
 
