@@ -26,8 +26,8 @@ func (c *endingCtx) Err() error {
 	return nil
 }
 
-// TestRunAtStopsWhenItsContextEnds: a fold looks at its context before it starts and every foldCheckEvery events
-// of the run, and once the context has ended it stops there with the context's error and no state; one whose
+// TestRunAtStopsWhenItsContextEnds: a fold looks at its context before it starts and every 256 events of the run
+// (foldCheckEvery), and once the context has ended it stops there with the context's error and no state; one whose
 // context does not end folds the run whole. From a base too, which it leaves as it was.
 func TestRunAtStopsWhenItsContextEnds(t *testing.T) {
 	evs := longRunHistory(3*foldCheckEvery + 100)
@@ -58,13 +58,11 @@ func TestRunAtStopsWhenItsContextEnds(t *testing.T) {
 	}{
 		{name: "never ends", looks: whole},
 		{name: "ended before it starts", ends: 1, err: context.Canceled, looks: 1},
-		{name: "cancelled after foldCheckEvery events", ends: 2, err: context.Canceled, looks: 2,
-			read: foldCheckEvery},
-		{name: "past its deadline after 2 × foldCheckEvery events", ends: 3, err: context.DeadlineExceeded, looks: 3,
-			read: 2 * foldCheckEvery},
+		{name: "cancelled after 256 events", ends: 2, err: context.Canceled, looks: 2, read: 256},
+		{name: "past its deadline after 512 events", ends: 3, err: context.DeadlineExceeded, looks: 3, read: 512},
 		{name: "from a base, ended before it starts", base: base, ends: 1, err: context.Canceled, looks: 1},
-		{name: "from a base, cancelled after foldCheckEvery events", base: base, ends: 2,
-			err: context.Canceled, looks: 2, read: foldCheckEvery},
+		{name: "from a base, cancelled after 256 events", base: base, ends: 2, err: context.Canceled, looks: 2,
+			read: 256},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := &endingCtx{Context: context.Background(), ends: tc.ends, err: tc.err}
