@@ -148,8 +148,8 @@ func TestEngineTimeCatchesUpWithTheWallClock(t *testing.T) {
 	require.Equal(t, c.wall.Now(), et.now(), "the wall clock's again")
 }
 
-// A wall clock further behind the engine's time than maxHold is followed as it reads: most likely one set right
-// after a wrong step forwards, which holding would keep in every event's date for sixteen times the step.
+// A wall clock further behind the engine's time than maxHold (an hour) is followed as it reads: most likely one set
+// right after a wrong step forwards, which holding would keep in every event's date for sixteen times the step.
 func TestEngineTimeFollowsAWallClockFarBehind(t *testing.T) {
 	c := &steppedClock{wall: newTestClock()}
 	et := newEngineTime(c.wall.Now, c.Elapsed)
@@ -160,9 +160,11 @@ func TestEngineTimeFollowsAWallClockFarBehind(t *testing.T) {
 	c.pass(time.Second)
 	require.Equal(t, c.wall.Now(), et.now(), "and the wall clock's from then on")
 
-	c.step(-maxHold)
+	c.step(-time.Hour)
 	held := et.now()
-	require.Equal(t, c.wall.Now().Add(maxHold), held, "a step back of maxHold is held")
+	require.Equal(t, c.wall.Now().Add(time.Hour), held, "a step back of an hour (maxHold) is held")
+	c.step(-time.Second)
+	require.Equal(t, c.wall.Now(), et.now(), "a wall clock more than an hour behind is followed")
 }
 
 // A follower that caught up on another writer's groups dates what it decides next no earlier than them, though its
