@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -93,4 +94,31 @@ func TestAnImportedRunLeftLiveIsHotUntilTheAdminEndsIt(t *testing.T) {
 	require.Nil(t, f.submitAs(admin, &RunTransition{RunID: "I", To: "cancelled"}).Rejected)
 	require.Nil(t, f.submitAs(admin, &RunCreate{RunID: "M", Team: "t", Goal: "g", Cwd: "/w"}).Rejected)
 	f.eng.Read(func(s *projections.State) { require.True(t, s.IsCold("I"), "the run the admin ended is hot") })
+}
+
+// The writer looks for runs to make cold at most once a second of the engine's time (evictPassEvery), however many
+// groups it hands off meanwhile: each pass walks the ended hot runs, which a flood of small commands must not have it
+// walk once a group.
+func TestEvictionPassesComeAtMostOnceASecond(t *testing.T) {
+	var passes atomic.Int32
+	f := openColdEngine(t, Options{SnapshotEvery: -1, Retention: time.Hour,
+		hooks: &testHooks{missingViewsDecided: func(bool, bool) { passes.Add(1) }}})
+	create := func(id string) {
+		t.Helper()
+		r, err := f.eng.Submit(context.Background(), Request{Actor: admin,
+			Command: &RunCreate{RunID: id, Team: "t", Goal: "g", Cwd: "/w"}})
+		require.NoError(t, err)
+		require.Nil(t, r.Rejected)
+	}
+	create("A")
+	first := passes.Load()
+	require.Positive(t, first, "a pass is due at the first group")
+	for i := range 5 {
+		f.clock.Advance(199 * time.Millisecond)
+		create(fmt.Sprintf("B%d", i))
+	}
+	require.Equal(t, first, passes.Load(), "no pass within a second of the last")
+	f.clock.Advance(5 * time.Millisecond)
+	create("C")
+	require.Equal(t, first+1, passes.Load(), "the next pass a second after the last")
 }
