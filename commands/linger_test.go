@@ -186,6 +186,7 @@ func TestLingerNeverForALoneClient(t *testing.T) {
 	require.Zero(t, asked.Load())
 }
 
+// A linger is never longer than the sync it follows, nor than maxLinger, 5 ms.
 func TestLingerForIsBoundedByTheSyncAndMaxLinger(t *testing.T) {
 	ms := time.Millisecond
 	for _, c := range []struct {
@@ -195,7 +196,9 @@ func TestLingerForIsBoundedByTheSyncAndMaxLinger(t *testing.T) {
 		{3 * ms, ms, 3 * ms, true},
 		{3 * ms, 4 * ms, 3 * ms, false},
 		{3 * ms, 3 * ms, 3 * ms, false},
-		{time.Second, ms, maxLinger, true},
+		{5 * ms, ms, 5 * ms, true},
+		{6 * ms, ms, 5 * ms, true},
+		{time.Second, ms, 5 * ms, true}, // maxLinger
 	} {
 		bound, long := lingerFor(c.sync, c.decide)
 		require.Equal(t, c.bound, bound, "%+v", c)
