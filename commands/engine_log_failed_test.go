@@ -112,7 +112,14 @@ func TestAnEngineStopsWhenItsLogsFlushFailsWithItsWriterHeldInPebble(t *testing.
 	l, err := eventlog.Open("db", &eventlog.Options{FS: errorfs.Wrap(vfs.NewMem(), tableWrites),
 		MemTableSize: 256 << 10, Logger: slog.New(slog.NewTextHandler(held, nil))})
 	require.NoError(t, err)
-	e, err := Open(l, Options{Clock: newTestClock().Now, NewID: counterIDs(), ExpiryInterval: -1})
+	graces := make(chan time.Duration, 1)
+	e, err := Open(l, Options{Clock: newTestClock().Now, NewID: counterIDs(), ExpiryInterval: -1,
+		hooks: &testHooks{stuckWriterGrace: func(grace time.Duration) <-chan time.Time {
+			graces <- grace
+			over := make(chan time.Time)
+			close(over) // NB: the writer is held for good here: the test need not wait the grace out
+			return over
+		}}})
 	require.NoError(t, err)
 	tableWrites.On()
 	t.Cleanup(func() {
@@ -145,6 +152,7 @@ func TestAnEngineStopsWhenItsLogsFlushFailsWithItsWriterHeldInPebble(t *testing.
 	}
 	require.ErrorIs(t, e.Err(), ErrFailed)
 	require.ErrorContains(t, e.Err(), syscall.ENOSPC.Error())
+	require.Equal(t, 2*time.Second, <-graces, "the writer held inside Pebble was left two seconds to stop")
 	_, err = e.Submit(context.Background(), Request{Actor: admin, Command: &RunCreate{RunID: "after", Team: "t",
 		Goal: "g", Cwd: "/w"}})
 	require.ErrorIs(t, err, ErrFailed, "the commands after the failure are refused")

@@ -27,8 +27,14 @@ func (e *Engine) stopWithLog() {
 	}
 	grace := time.NewTimer(stuckWriterGrace)
 	defer grace.Stop()
+	graceOver := grace.C
+	if h := e.opts.hooks; h != nil && h.stuckWriterGrace != nil {
+		if over := h.stuckWriterGrace(stuckWriterGrace); over != nil {
+			graceOver = over
+		}
+	}
 	select {
-	case <-grace.C:
+	case <-graceOver:
 		e.fail(e.logFailure())
 		close(e.stuck) // NB: after fail, so that a caller let go by it reads the failure (wait, enqueue)
 	case <-e.stopped:
