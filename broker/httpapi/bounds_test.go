@@ -79,16 +79,23 @@ func TestCursorBoundIsInTheDocsUnit(t *testing.T) {
 // docs/dashboard-api.md states, in the unit the code counts, where the page named the cursor's and the task id's
 // only.
 func TestDocsStateTheRequestSizes(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/dashboard-api.md")
-	require.NoError(t, err)
-	text := strings.Join(strings.Fields(string(doc)), " ")
-	for _, want := range []string{
+	requireDocSays(t, "dashboard-api.md",
 		fmt.Sprintf("and a search (`q`) are at most %d bytes", maxIDLen),
 		fmt.Sprintf("a job id at most %d", commands.MaxJobIDChars),
 		fmt.Sprintf("a task id at most %d chars", events.MaxIDChars),
 		fmt.Sprintf("at most %d types of at most %d bytes each", broker.MaxTypeFilter, broker.MaxTypeLen),
-	} {
-		require.True(t, strings.Contains(text, want), "docs/dashboard-api.md says %q", want)
+	)
+}
+
+// requireDocSays requires each of says in docs/page, its lines joined and its runs of spaces made one, so that a
+// sentence the page wraps is found as written on one line.
+func requireDocSays(t *testing.T, page string, says ...string) {
+	t.Helper()
+	doc, err := os.ReadFile("../../docs/" + page)
+	require.NoError(t, err)
+	text := strings.Join(strings.Fields(string(doc)), " ")
+	for _, want := range says {
+		require.True(t, strings.Contains(text, want), "docs/%s says %q", page, want)
 	}
 }
 
@@ -111,11 +118,8 @@ func TestStreamsAreBoundedInAll(t *testing.T) {
 // to read its answer — are the ones the code enforces (their tests hold the code to them), so the page and the code
 // cannot drift apart unnoticed.
 func TestSecurityDocStatesTheDashboardsBounds(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/security.md")
-	require.NoError(t, err)
-	text := strings.Join(strings.Fields(string(doc)), " ")
 	require.Equal(t, time.Second, DefaultConnGrace, "the page says a second")
-	for _, want := range []string{
+	requireDocSays(t, "security.md",
 		fmt.Sprintf("within %d minutes: the code expires then", int(LoginCodeLifetime/time.Minute)),
 		fmt.Sprintf("sessions live in crewd's memory, %d days at most", int(SessionLifetime/(24*time.Hour))),
 		fmt.Sprintf("(at most %d sessions and %d links kept each)", maxSessionsPerCredential,
@@ -127,9 +131,7 @@ func TestSecurityDocStatesTheDashboardsBounds(t *testing.T) {
 		"for more than a second sent no request",
 		fmt.Sprintf("within %d s (each %d KiB of an answer and of each write of a stream has %d s to be taken)",
 			int(writeTimeout/time.Second), writePieceBytes>>10, int(writeTimeout/time.Second)),
-	} {
-		require.True(t, strings.Contains(text, want), "docs/security.md says %q", want)
-	}
+	)
 }
 
 // thousands is n as the docs write it: 1,024.
