@@ -50,18 +50,25 @@ type fixture struct {
 	panics atomic.Int64
 }
 
-// panicCounter is a slog handler that counts the server's recovered panics.
-type panicCounter struct{ n *atomic.Int64 }
+// recordHandler is a slog handler that hands every record, of any level, to a test's function.
+type recordHandler func(slog.Record)
 
-func (h panicCounter) Enabled(context.Context, slog.Level) bool { return true }
-func (h panicCounter) Handle(_ context.Context, r slog.Record) error {
-	if r.Level >= slog.LevelError && strings.Contains(r.Message, "panic") {
-		h.n.Add(1)
-	}
+func (h recordHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h recordHandler) Handle(_ context.Context, r slog.Record) error {
+	h(r)
 	return nil
 }
-func (h panicCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h panicCounter) WithGroup(string) slog.Handler      { return h }
+func (h recordHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h recordHandler) WithGroup(string) slog.Handler      { return h }
+
+// panicCounter is a slog handler that counts the server's recovered panics in n.
+func panicCounter(n *atomic.Int64) slog.Handler {
+	return recordHandler(func(r slog.Record) {
+		if r.Level >= slog.LevelError && strings.Contains(r.Message, "panic") {
+			n.Add(1)
+		}
+	})
+}
 
 type fixtureOpts struct {
 	opts   Options
@@ -134,7 +141,7 @@ func newFixture(t testing.TB, fo fixtureOpts) *fixture {
 		o.SessionID = "test"
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(panicCounter{&f.panics})
+		o.Logger = slog.New(panicCounter(&f.panics))
 	}
 	srv, err := New(eng, l, o)
 	require.NoError(t, err)

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"context"
 	"log/slog"
 	"strings"
 	"sync"
@@ -13,27 +12,21 @@ import (
 	"github.com/crewlog/crewlog/events"
 )
 
-// loggedText is a slog handler that keeps the text of every record (its message and attributes), which the
+// loggedText is a slog handler that keeps the text of every record (its message and attributes) in text, which the
 // server's goroutines log at once.
-type loggedText struct {
-	mu   *sync.Mutex
-	text *strings.Builder
-}
-
-func (h loggedText) Enabled(context.Context, slog.Level) bool { return true }
-func (h loggedText) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.text.WriteString(r.Message)
-	r.Attrs(func(a slog.Attr) bool {
-		h.text.WriteString(" " + a.String())
-		return true
+func loggedText(text *strings.Builder) slog.Handler {
+	var mu sync.Mutex
+	return recordHandler(func(r slog.Record) {
+		mu.Lock()
+		defer mu.Unlock()
+		text.WriteString(r.Message)
+		r.Attrs(func(a slog.Attr) bool {
+			text.WriteString(" " + a.String())
+			return true
+		})
+		text.WriteString("\n")
 	})
-	h.text.WriteString("\n")
-	return nil
 }
-func (h loggedText) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h loggedText) WithGroup(string) slog.Handler      { return h }
 
 // TestNoTokenReachesALogLineOrAnError: the secrets the broker mints go only to the callers of run.create and
 // credential.issue. With every log line kept (debug level), a life of their credentials — hellos accepted, a hello
@@ -41,8 +34,8 @@ func (h loggedText) WithGroup(string) slog.Handler      { return h }
 // writes no token into a log line, and no answer but the minting ones carries one: not the hello's ack, not an
 // error frame.
 func TestNoTokenReachesALogLineOrAnError(t *testing.T) {
-	logged := loggedText{new(sync.Mutex), new(strings.Builder)}
-	f := newFixture(t, fixtureOpts{opts: Options{Logger: slog.New(logged)}})
+	var logged strings.Builder
+	f := newFixture(t, fixtureOpts{opts: Options{Logger: slog.New(loggedText(&logged))}})
 	s := f.seed()
 	const wrong = "not-the-secret-of-P-but-as-long-as-one-is-here"
 	secrets := []string{s.orch, s.p, s.q, testAdminToken, wrong}
@@ -75,7 +68,7 @@ func TestNoTokenReachesALogLineOrAnError(t *testing.T) {
 	revoked.closed()
 	f.close() // every goroutine that may log has ended
 
-	lines := logged.text.String() // no lock: every goroutine that logs has ended
+	lines := logged.String() // no lock: every goroutine that logs has ended
 	require.Contains(t, lines, "hello rejected", "the refusals were logged")
 	for _, secret := range secrets {
 		require.NotContains(t, lines, secret, "a secret reached a log line")
