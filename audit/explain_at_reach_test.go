@@ -18,9 +18,7 @@ import (
 // the full replay does, and not a tail of it re-run on a state that already holds its head.
 func TestExplainAtALongDecision(t *testing.T) {
 	const run, calls = "team_20261001090000_00000000000000j2", ExplainReach + 36
-	grant, _ := json.Marshal([]any{map[string]any{"name": "read", "label": "read", "description": "read",
-		"parameters": map[string]any{}, "callable": "mgr:read",
-		"sourceInfo": map[string]any{"path": "/t", "source": "pi", "scope": "user", "origin": "package"}}})
+	grant := grantOf("read")
 	nonce := commands.SecretDigest("n")
 	o := audittest.Orchestrator
 	cfg := projections.DefaultConfig()

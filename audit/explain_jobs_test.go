@@ -22,12 +22,7 @@ import (
 // every refusal names its rule and what it saw.
 func TestExplainJobs(t *testing.T) {
 	const run = "team_20261001090000_00000000000000j1"
-	tool := func(name string) map[string]any {
-		return map[string]any{"name": name, "label": name, "description": name, "parameters": map[string]any{},
-			"callable": "mgr:" + name, "sourceInfo": map[string]any{"path": "/t", "source": "pi", "scope": "user", "origin": "package"}}
-	}
-	grant, _ := json.Marshal([]any{tool("read")})
-	changed, _ := json.Marshal([]any{tool("write")})
+	grant, changed := grantOf("read"), grantOf("write")
 	nonce := commands.SecretDigest("n")
 	w := audittest.Worker("t1")
 	o := audittest.Orchestrator

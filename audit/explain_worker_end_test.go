@@ -20,9 +20,7 @@ import (
 func TestExplainWorkerEndLease(t *testing.T) {
 	const run = "team_20261001090000_00000000000000w1"
 	const sub = "gc-00000001"
-	tool := map[string]any{"name": "read", "label": "read", "description": "read", "parameters": map[string]any{},
-		"callable": "mgr:read", "sourceInfo": map[string]any{"path": "/t", "source": "pi", "scope": "user", "origin": "package"}}
-	grant, _ := json.Marshal([]any{tool})
+	grant := grantOf("read")
 	nonce := commands.SecretDigest("n")
 	o := audittest.Orchestrator
 	req := func(task, job string) decided {
@@ -93,9 +91,7 @@ func TestExplainWorkerEndLease(t *testing.T) {
 // drift, and the task transition that ended the worker, not decided again, does not drift.
 func TestExplainLeaseOpenForAnEndedWorker(t *testing.T) {
 	const run = "team_20261001090000_00000000000000w2"
-	tool := map[string]any{"name": "read", "label": "read", "description": "read", "parameters": map[string]any{},
-		"callable": "mgr:read", "sourceInfo": map[string]any{"path": "/t", "source": "pi", "scope": "user", "origin": "package"}}
-	grant, _ := json.Marshal([]any{tool})
+	grant := grantOf("read")
 	o := audittest.Orchestrator
 	wd, l, dir := decidedLogRefusals(t, []decided{
 		{audittest.Admin, &commands.RunCreate{RunID: run, Team: "crew", Goal: "g", Cwd: "/srv"}},
