@@ -114,7 +114,7 @@ func TestAnEngineStopsWhenItsLogsFlushFailsWithItsWriterHeldInPebble(t *testing.
 	require.NoError(t, err)
 	graces := make(chan time.Duration, 1)
 	e, err := Open(l, Options{Clock: newTestClock().Now, NewID: counterIDs(), ExpiryInterval: -1,
-		hooks: &testHooks{stuckWriterGrace: func(grace time.Duration) <-chan time.Time {
+		hooks: &testHooks{stuckWriterGraceEnd: func(grace time.Duration) <-chan time.Time {
 			graces <- grace
 			over := make(chan time.Time)
 			close(over) // NB: the writer is held for good here: the test need not wait the grace out

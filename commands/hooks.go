@@ -46,9 +46,9 @@ type testHooks struct {
 	// elapsed, when set, stands in for the monotonic clock the engine's time goes on by while the wall clock is
 	// behind it (engine_time.go).
 	elapsed func() time.Duration
-	// stuckWriterGrace, when set, is called by the engine once its log failed stop (stopWithLog) with the grace it
-	// leaves its writer, and returns the channel that ends the grace (nil: the engine's own timer).
-	stuckWriterGrace func(grace time.Duration) <-chan time.Time
+	// stuckWriterGraceEnd, when set, is asked by the engine once its log failed stop (stopWithLog), for the grace it
+	// leaves its writer (stuckWriterGrace), with the channel that ends the grace (nil: the engine's own timer).
+	stuckWriterGraceEnd func(grace time.Duration) <-chan time.Time
 	// pipelineFull is called by the writer when it waits for a flight (acquire): every one is in flight, pipelineDepth
 	// groups handed to the log and not yet published, or held by a pass that settles.
 	pipelineFull func()

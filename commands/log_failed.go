@@ -28,8 +28,8 @@ func (e *Engine) stopWithLog() {
 	grace := time.NewTimer(stuckWriterGrace)
 	defer grace.Stop()
 	graceOver := grace.C
-	if h := e.opts.hooks; h != nil && h.stuckWriterGrace != nil {
-		if over := h.stuckWriterGrace(stuckWriterGrace); over != nil {
+	if h := e.opts.hooks; h != nil && h.stuckWriterGraceEnd != nil {
+		if over := h.stuckWriterGraceEnd(stuckWriterGrace); over != nil {
 			graceOver = over
 		}
 	}
