@@ -39,7 +39,6 @@ func TestUnavailableJetStreamIsAskedAgain(t *testing.T) {
 // JetStream takes the requests and never answers.
 func TestAJetStreamCallWhoseReplyIsLostIsBoundedWhateverTheCallersDeadline(t *testing.T) {
 	bound := apiTimeout
-	require.Equal(t, 10*time.Second, bound, "the bound docs/reliability.md gives")
 	apiTimeout = 50 * time.Millisecond
 	t.Cleanup(func() { apiTimeout = bound })
 	for _, existing := range []bool{true, false} { // the stream's info, its create
