@@ -196,7 +196,7 @@ func TestARevokedOrchestratorOfAColdRunIsToldRevoked(t *testing.T) {
 		cold := false
 		f.eng.Read(func(st *projections.State) { cold = st.IsCold(runR) })
 		return cold
-	}, 10*time.Second, 10*time.Millisecond)
+	}, guard, 10*time.Millisecond)
 	f.helloFails(runR, events.OrchestratorKey, f.r1.orch, wire.CodeRevoked)
 	f.helloFails(runR, events.OrchestratorKey, "not-the-token", wire.CodeAuth)
 }
