@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -39,11 +40,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case errors.Is(err, ErrHelp):
 		// NB: a help that could not be written (a full disk, a closed pipe) is no success: a script that saves it
-		// learns it has nothing.
-		w := &firstWriteError{w: stdout}
-		Usage(w, env)
-		if w.err != nil {
-			fmt.Fprintln(stderr, "crewd: write the help:", w.err)
+		// learns it has nothing. It is written in one go, so that one write's error is the help's.
+		var help bytes.Buffer
+		Usage(&help, env)
+		if _, err := stdout.Write(help.Bytes()); err != nil {
+			fmt.Fprintln(stderr, "crewd: write the help:", err)
 			return ExitRuntime
 		}
 		return ExitOK
@@ -375,19 +376,4 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	}
 	lg.Info("shutting down")
 	return nil
-}
-
-// firstWriteError writes to w until a write fails, and keeps that failure.
-type firstWriteError struct {
-	w   io.Writer
-	err error
-}
-
-func (f *firstWriteError) Write(p []byte) (int, error) {
-	if f.err != nil {
-		return 0, f.err
-	}
-	n, err := f.w.Write(p)
-	f.err = err
-	return n, err
 }
