@@ -21,7 +21,7 @@ type readOutcome struct {
 	Err    string
 }
 
-// Caps a fuzz Reader of frames is given below the configurable floor (newCappedReader), so that inputs of tens of
+// Caps a fuzz Reader of frames is given below the configurable floor (newReader), so that inputs of tens of
 // bytes reach what a configured Reader reaches only with kilobytes: a frame of exactly the cap, one over it, blank
 // lines counting toward it, and a line longer than the read-ahead spilling into chunks. The fuzzer minimises every
 // input it finds new, and seeds of a kilobyte kept it minimising; the table of TestReadFrame still reads them at the
@@ -30,12 +30,6 @@ const (
 	fuzzFrameCap       = 48
 	fuzzFrameReadAhead = 16
 )
-
-// newCappedReader is NewReader with a cap and a read-ahead of any size, the floor not applied: the Reader's logic
-// does not depend on the floor, which only keeps a configured cap large enough for a hello.
-func newCappedReader(src io.Reader, limit, readAhead int) *Reader {
-	return &Reader{src: src, limit: limit, buf: make([]byte, min(readAhead, limit))}
-}
 
 func FuzzReadFrame(f *testing.F) {
 	for _, seed := range []string{
@@ -50,7 +44,7 @@ func FuzzReadFrame(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var outcomes []readOutcome
 		for _, split := range []func([]byte) io.Reader{splits["whole"], splits["halves"], splits["one byte"]} {
-			frames, err := readFrames(newCappedReader(split(data), fuzzFrameCap, fuzzFrameReadAhead))
+			frames, err := readFrames(newReader(split(data), fuzzFrameCap, fuzzFrameReadAhead))
 			require.True(t, err == io.EOF || errors.Is(err, ErrFrameTooLarge) || errors.Is(err, ErrMalformed) ||
 				errors.Is(err, ErrTruncated), "unexpected error %v", err)
 			for _, fr := range frames {

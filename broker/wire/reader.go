@@ -59,7 +59,14 @@ func NewReader(r io.Reader, maxFrame int) *Reader {
 	if err != nil {
 		panic(err)
 	}
-	return &Reader{src: r, limit: limit, buf: make([]byte, min(readAhead, limit))}
+	return newReader(r, limit, readAhead)
+}
+
+// newReader is a Reader of frames of at most limit bytes, with a read-ahead of at most readAhead: NewReader's, with
+// the limit it resolved; the fuzz test's, with both below the floor, which only keeps a configured cap large enough
+// for a hello and which the Reader's logic does not depend on.
+func newReader(src io.Reader, limit, readAhead int) *Reader {
+	return &Reader{src: src, limit: limit, buf: make([]byte, min(readAhead, limit))}
 }
 
 // SpillBudget is what a Reader takes the bytes of a line longer than its read-ahead from, as it makes each chunk the
