@@ -86,10 +86,15 @@ func TestRunChecksForACopyUnderTheDataDirectorysLock(t *testing.T) {
 	// served at once.
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
+	// NB: a guard, not a timing: a crewd that neither serves nor waits for the lock would hang the test until go
+	// test's own timeout.
+	hung := time.After(30 * time.Second)
 	for !flockWaiterOn(t, c.DataDir) {
 		select {
 		case r := <-ended:
 			t.Fatalf("crewd did not wait for the data directory's lock: served %v, %v", r.served, r.err)
+		case <-hung:
+			t.Fatal("crewd neither served nor waited for the data directory's lock within 30 s")
 		case <-tick.C:
 		}
 	}
