@@ -38,6 +38,9 @@ type Server struct {
 	// catchingUp is a test's hook: runs in each read of the log a stream's catch-up makes, once it has read the head,
 	// with the key of the stream's credential.
 	catchingUp func(key string)
+	// keepAliveTicks is a test's hook: stands in for the ticker of a stream's keep-alives, asked to tick every
+	// Options.KeepAlive (keepAliveTicker).
+	keepAliveTicks func(every time.Duration) (ticks <-chan time.Time, stop func())
 	// searching is a test's hook: runs as a search of the runs (q) starts matching a chunk of them.
 	searching func()
 	// warmed is a test's hook: runs once runParam has read a cold run back, before the route reads the state.

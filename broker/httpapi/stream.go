@@ -26,6 +26,10 @@ const (
 	catchUpEvents = 256
 )
 
+// streamRetry is a stream's first line: EventSource's reconnection time, 2 s, which the browser waits before it
+// reconnects (with Last-Event-ID) to a stream that ended without a resync: crewd restarting, the connection lost.
+const streamRetry = "retry: 2000\n\n"
+
 // streamLimits counts open streams, in total and per principal.
 type streamLimits struct {
 	mu          sync.Mutex
@@ -175,7 +179,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, pr princip
 	hd.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	hello, _ := jsonBytes(helloData{Head: head, Run: runID, After: after})
-	if !st.write([]byte("retry: 2000\n\n"), []byte("event: hello\ndata: "+string(hello)+"\n\n")) {
+	if !st.write([]byte(streamRetry), []byte("event: hello\ndata: "+string(hello)+"\n\n")) {
 		return
 	}
 	st.serve(r, pr)
@@ -214,15 +218,15 @@ func (st *sseStream) serve(r *http.Request, pr principal) {
 		case <-ctx.Done():
 		}
 	}()
-	keepAlive := time.NewTicker(s.opts.KeepAlive)
-	defer keepAlive.Stop()
+	keepAlive, stopKeepAlive := s.keepAliveTicker()
+	defer stopKeepAlive()
 	var lastWrite time.Time
 	for {
 		// NB: a paced credential's stream reads nothing, of the log or of the ring, while its token owes: it sends
 		// its keep-alive meanwhile, however long the debt, so that neither a proxy nor its client takes it for dead.
 		// The hub's end ends the wait: the take below finds it down and sends the resync, rather than the stream
 		// holding its place for the rest of its debt (minutes) to learn that it will never be sent an event again.
-		if !s.awaitPaceTicking(ctx, &pr, keepAlive.C, st.keepAlive, h.stopped) {
+		if !s.awaitPaceTicking(ctx, &pr, keepAlive, st.keepAlive, h.stopped) {
 			return
 		}
 		// NB: checked before every write, a catch-up's too (it writes without waiting on anything): a stream opened
@@ -284,7 +288,7 @@ func (st *sseStream) serve(r *http.Request, pr principal) {
 		}
 		select {
 		case <-wait:
-		case <-keepAlive.C:
+		case <-keepAlive:
 			// NB: a keep-alive is a write too: a stream whose credential went gets not even that.
 			if !s.current(&pr) || !st.keepAlive() {
 				return
@@ -394,6 +398,16 @@ func (st *sseStream) write(frames ...[]byte) bool {
 
 // keepAlive sends the stream's keep-alive comment; false means the client is gone.
 func (st *sseStream) keepAlive() bool { return st.write([]byte(": keep-alive\n\n")) }
+
+// keepAliveTicker ticks every Options.KeepAlive for a stream's keep-alives, or as the test's hook keepAliveTicks does;
+// stop ends it.
+func (s *Server) keepAliveTicker() (ticks <-chan time.Time, stop func()) {
+	if s.keepAliveTicks != nil {
+		return s.keepAliveTicks(s.opts.KeepAlive)
+	}
+	t := time.NewTicker(s.opts.KeepAlive)
+	return t.C, t.Stop
+}
 
 // hubStopped says, in a stream's resync and refusal, that the hub stopped on an error (hub.fail).
 const hubStopped = "stopped following the log for the streams"
