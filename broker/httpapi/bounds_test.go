@@ -114,8 +114,9 @@ func TestStreamsAreBoundedInAll(t *testing.T) {
 
 // TestSecurityDocStatesTheDashboardsBounds: the numbers docs/security.md gives for the dashboard — how long a login
 // code and a session live, how many sessions and links a credential and all of them keep, the reads a credential
-// has in progress and waiting, the connections, how long a new one may stay silent, and how long a client may take
-// to read its answer — are the ones the code enforces (their tests hold the code to them), so the page and the code
+// has in progress and waiting, the connections, how long a new one may stay silent, how long a client may take to
+// send a request's header and a kept-alive connection may stay idle, and how long a client may take to read its
+// answer — are the ones the code enforces (their tests hold the code to them), so the page and the code
 // cannot drift apart unnoticed.
 func TestSecurityDocStatesTheDashboardsBounds(t *testing.T) {
 	require.Equal(t, time.Second, DefaultConnGrace, "the page says a second")
@@ -129,6 +130,9 @@ func TestSecurityDocStatesTheDashboardsBounds(t *testing.T) {
 			"`429 too-many-reads`)", maxReadsPerCredential, maxWaitingReadsPerCredential),
 		fmt.Sprintf("Connections are bounded too (%s)", thousands(DefaultMaxConns)),
 		"for more than a second sent no request",
+		fmt.Sprintf("a request's line and headers must come within %d s (`ReadHeaderTimeout`), and a kept-alive "+
+			"connection idle for %d min is closed (`IdleTimeout`)", int(readHeaderTimeout/time.Second),
+			int(idleTimeout/time.Minute)),
 		fmt.Sprintf("within %d s (each %d KiB of an answer and of each write of a stream has %d s to be taken)",
 			int(writeTimeout/time.Second), writePieceBytes>>10, int(writeTimeout/time.Second)),
 	)

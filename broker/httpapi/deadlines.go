@@ -20,6 +20,17 @@ const (
 	writePieceBytes = streamBatchBytes
 )
 
+// The read side's deadlines are net/http's own (Listen): they bound what a connection holds of its place in the
+// listener without a request in progress, before the listener has to make room for another (limitlistener.go).
+const (
+	// readHeaderTimeout bounds how long a client may take to send a request's line and headers, from when the
+	// server starts reading them (once it took the connection, or once the request's first bytes came on a
+	// kept-alive one): a client that sends its header a byte at a time holds its connection no longer.
+	readHeaderTimeout = 10 * time.Second
+	// idleTimeout bounds how long a kept-alive connection may wait for its next request before the server closes it.
+	idleTimeout = 2 * time.Minute
+)
+
 // deadlineWriter is every request's http.ResponseWriter: each piece of writePieceBytes it writes, and its header,
 // must reach the client within timeout of the piece's start. A handler that waits (for its read turn, for a
 // rebuild) before it answers is not timed while it waits: the deadline starts with the answer's first byte.

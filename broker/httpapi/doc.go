@@ -32,8 +32,9 @@
 //     ids are held as sha-256 digests and compared in constant time; none reaches a log line.
 //   - Loopback only unless Options.AllowRemote: Listen refuses another address, and the handler refuses a Host
 //     header that names neither loopback nor the host of Options.PublicURL (DNS rebinding: hostAllowed).
-//   - Every client-controlled size is bounded: a request's line and headers ≤ 16 KiB (431 beyond, from net/http),
-//     limit 1..1000, cursors ≤ 64 bytes, ids ≤ 256, type filters ≤ 64,
+//   - Every client-controlled size is bounded: a request's line and headers ≤ 16 KiB (431 beyond, from net/http)
+//     and sent within 10 s (ReadHeaderTimeout), a kept-alive connection idle ≤ 2 min (IdleTimeout), limit 1..1000,
+//     cursors ≤ 64 bytes, ids ≤ 256, type filters ≤ 64,
 //     a search scans ≤ 5,000 runs per page, an events page looks at ≤ 20,000 events, a page of runs, events or a
 //     run's list holds ≤ 4 MiB of items (maxPageBytes; at least one item; each item is encoded once, to
 //     measure the page, and the answer is written from those bytes: answer.go), streams ≤ MaxStreams and

@@ -56,6 +56,9 @@ type Server struct {
 	// closeGrace is the time Close gives requests in progress before it closes their connections: closeGrace, or
 	// shorter in a test.
 	closeGrace time.Duration
+	// readHeaderTimeout and idleTimeout are the http.Server's (deadlines.go): the consts of those names, or shorter
+	// in a test, set before the server listens.
+	readHeaderTimeout, idleTimeout time.Duration
 	// publicURL is Options.PublicURL as CheckPublicURL returns it ("": none), the base of the login links.
 	publicURL string
 	// publicHost is the host of publicURL as the Host check (hostAllowed) compares it ("": none): hostForCheck's.
@@ -86,6 +89,7 @@ func New(opts Options) (*Server, error) {
 	s := &Server{
 		opts: o, quit: make(chan struct{}), closeDone: make(chan struct{}), loopback: !o.AllowRemote,
 		writeTimeout: writeTimeout, closeGrace: closeGrace, cookieName: cookieNameFor(0, o.SecureCookie),
+		readHeaderTimeout: readHeaderTimeout, idleTimeout: idleTimeout,
 	}
 	rand.Read(s.proofKey[:]) // NB: crypto/rand.Read never fails (Go ≥ 1.24 crashes the process instead)
 	// NB: validate checked PublicURL; "" (no public URL) is refused, and so stays "".
@@ -154,8 +158,8 @@ func (s *Server) Listen(addr string) error {
 	s.reachedAt(h, a.Port)
 	s.hs = &http.Server{
 		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: s.readHeaderTimeout,
+		IdleTimeout:       s.idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		// NB: no WriteTimeout, which would end every stream: each answer's writes have deadlines of their own
 		// (deadlines.go), and so do a stream's.
