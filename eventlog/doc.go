@@ -9,6 +9,9 @@
 //     assigned inside the commit; stream versions are gapless from 1 per
 //     stream. An append refused before the hand-off to Pebble (bad input,
 //     version conflict, duplicate command id) leaves no trace and no gap.
+//     A stream's version not cached is read from its last index entry, which
+//     an append refuses (a *CorruptError naming its key) wherever Verify
+//     would, rather than hand out a version from a damaged one.
 //
 //   - Stage is Append cut at the hand-off to Pebble, for a writer that
 //     prepares the next append while one syncs: it assigns and hands off as

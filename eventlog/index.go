@@ -1,9 +1,6 @@
 package eventlog
 
-import (
-	"encoding/binary"
-	"fmt"
-)
+import "encoding/binary"
 
 // The stream index has one entry per (append, stream), not one per event:
 // every key costs in the memtable, the WAL and compactions, and a command's
@@ -70,11 +67,10 @@ func appendIndexValue(dst []byte, positions []uint64) []byte {
 
 // decodePositions appends the positions of an index entry to dst.
 func decodePositions(key, value []byte, dst []uint64) ([]uint64, error) {
-	n, w := binary.Uvarint(value)
-	if w <= 0 || n == 0 || n > uint64(len(value)) {
-		return nil, corruptf(0, key, "index entry has a bad count")
+	n, value, err := indexCount(key, value)
+	if err != nil {
+		return nil, err
 	}
-	value = value[w:]
 	prev := uint64(0)
 	for i := uint64(0); i < n; i++ {
 		d, w := binary.Uvarint(value)
@@ -91,15 +87,38 @@ func decodePositions(key, value []byte, dst []uint64) ([]uint64, error) {
 	return dst, nil
 }
 
-// lastVersionOf returns the last version covered by an index entry.
+// indexCount reads the count at the head of an index entry's value and
+// returns it with the deltas after it: at least one position, and no more
+// than the bytes left, since each delta takes one at least (a damaged count
+// never sizes a slice).
+func indexCount(key, value []byte) (uint64, []byte, error) {
+	n, w := binary.Uvarint(value)
+	if w <= 0 || n == 0 || n > uint64(len(value)-w) {
+		return 0, nil, corruptf(0, key, "index entry has a bad count")
+	}
+	return n, value[w:], nil
+}
+
+// lastVersionOf returns the last version covered by an index entry, the
+// stream's version when it is the stream's last. NB: an append hands out the
+// versions after it, so the entry is decoded whole and refused as Verify
+// refuses it: a damaged count would give a version the stream already has,
+// or leave a gap, and one whose last version wrapped past 2^64-1 would make
+// the stream look new.
 func lastVersionOf(key, value []byte) (uint64, error) {
 	_, first, ok := parseStreamKey(key)
 	if !ok {
 		return 0, corruptf(0, key, "malformed stream index key")
 	}
-	n, w := binary.Uvarint(value)
-	if w <= 0 || n == 0 {
-		return 0, fmt.Errorf("%w: index entry %s has a bad count", ErrCorrupt, keyString(key))
+	var scratch [16]uint64 // an append's events of one stream, most often
+	positions, err := decodePositions(key, value, scratch[:0])
+	if err != nil {
+		return 0, err
 	}
-	return first + n - 1, nil
+	last := first + uint64(len(positions)) - 1
+	if first == 0 || last < first {
+		return 0, corruptf(0, key, "index entry of %d versions from version %d lies outside 1..2^64-1",
+			len(positions), first)
+	}
+	return last, nil
 }
