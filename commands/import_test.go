@@ -18,9 +18,13 @@ import (
 )
 
 func importOf(run, id string, typ string, payload any) Request {
+	return importWrite(run, id, ImportedEvent{Type: typ, TimeMs: 1000, Payload: payload})
+}
+
+// importWrite is the import of evs into run under command id id, as the follower sends it.
+func importWrite(run, id string, evs ...ImportedEvent) Request {
 	return Request{Principal: events.EnginePrincipal(), CommandID: id, Actor: admin,
-		Command: &Import{Source: events.ForeignSourcePicrew, RunID: run,
-			Events: []ImportedEvent{{Type: typ, TimeMs: 1000, Payload: payload}}}}
+		Command: &Import{Source: events.ForeignSourcePicrew, RunID: run, Events: evs}}
 }
 
 // TestSubmitAllDecidesInOrder: a batch whose writes depend on each other (a run, then its task) is decided in the
@@ -93,23 +97,87 @@ func TestSubmitAllLowSpaceRefusesTheWholeBatch(t *testing.T) {
 	})
 }
 
-// TestImportRefuses: only a runtime's history is importable, into a run that exists (or that the write creates).
+// TestImportRefuses: only a runtime's history is importable, into a run that exists (or that the write creates) and
+// no orchestrator serves, in writes of 1..MaxImportEvents events at times an event carries. Each write breaks one
+// bound alone, is refused naming it, and records nothing; a write at each bound is taken.
 func TestImportRefuses(t *testing.T) {
 	f := openEngine(t, vfs.NewMem(), newTestClock(), nil)
+	run := &events.RunCreated{Team: "t", Goal: "g", Cwd: "/w"}
+	r, err := f.eng.Submit(context.Background(), importWrite("E", "import:E:run",
+		ImportedEvent{Type: events.TypeRunCreated, TimeMs: 1000, Payload: run},
+		ImportedEvent{Type: events.TypeTaskCreated, TimeMs: 1000, Payload: &events.TaskCreated{TaskID: "T",
+			Role: "executor", StepID: "s", Kind: events.TaskKindWorkflow}}))
+	require.NoError(t, err)
+	require.Nil(t, r.Rejected)
+	head := f.eng.Head()
+
+	tasks := func(n int) []ImportedEvent {
+		evs := make([]ImportedEvent, n)
+		for i := range evs {
+			evs[i] = ImportedEvent{Type: events.TypeTaskCreated, TimeMs: 1000, Payload: &events.TaskCreated{
+				TaskID: fmt.Sprint("T", i), Role: "executor", StepID: "s", Kind: events.TaskKindWorkflow}}
+		}
+		return evs
+	}
+	at := func(id string, timeMs int64) Request {
+		return importWrite("E", id, ImportedEvent{Type: events.TypeTaskStarted, TimeMs: timeMs,
+			Payload: &events.TaskStarted{TaskID: "T"}})
+	}
+	checkpoint := &events.ImportCheckpoint{Source: events.ForeignSourcePicrew, Path: "p", Offset: 10, Size: 10,
+		Lines: 1}
+	notImportable := func(typ string) string { return fmt.Sprintf("event 0: type %q cannot be imported", typ) }
+	badRunID := fmt.Sprintf("runId must be 1..%d chars of [A-Za-z0-9_-]", MaxRunIDChars)
+	eventCount := fmt.Sprintf("a write carries 1..%d events", MaxImportEvents)
+	eventTime := fmt.Sprintf("event 0: time must be 0..%d (unix ms)", int64(maxImportTimeMs))
+	onlyCheckpoints := "import.checkpoint goes to " + events.ImportStream + ", and only it"
+	for name, c := range map[string]struct {
+		req  Request
+		code string
+		want string
+	}{
+		"no run": {importOf("R", "a", events.TypeTaskStarted, &events.TaskStarted{TaskID: "T"}), CodeNoManifest,
+			`run "R" not found`},
+		"credential": {importOf("E", "b", events.TypeCredentialIssued, &events.CredentialIssued{TaskID: "T"}),
+			CodeBadParams, notImportable(events.TypeCredentialIssued)},
+		"engine config": {importOf("E", "c", events.TypeEngineConfigured, &events.EngineConfigured{}),
+			CodeBadParams, notImportable(events.TypeEngineConfigured)},
+		"wrong payload": {importOf("R", "d", events.TypeRunCreated, &events.TaskStarted{}), CodeBadParams,
+			"event 0: payload is not a run.created"},
+		// NB: without a command id: a request with one is fingerprinted before it is decided, which a payload
+		// that is none fails (an error, not a refusal).
+		"no payload": {importOf("R", "", events.TypeRunCreated, nil), CodeBadParams,
+			"event 0: payload is not a run.created"},
+		"checkpoint in run": {importOf("E", "e", events.TypeImportCheckpoint, checkpoint), CodeBadParams,
+			onlyCheckpoints},
+		"run in $import": {importOf(events.ImportStream, "f", events.TypeRunCreated, run), CodeBadParams,
+			onlyCheckpoints},
+		"bad run id": {importOf("R/1", "g", events.TypeRunCreated, run), CodeBadParams, badRunID},
+		"long run id": {importOf(strings.Repeat("r", MaxRunIDChars+1), "g0", events.TypeRunCreated, run),
+			CodeBadParams, badRunID},
+		"no events":           {importWrite("E", "h"), CodeBadParams, eventCount},
+		"one too many events": {importWrite("E", "i", tasks(MaxImportEvents+1)...), CodeBadParams, eventCount},
+		"before 1970":         {at("j", -1), CodeBadParams, eventTime},
+		"past 2255":           {at("k", maxImportTimeMs+1), CodeBadParams, eventTime},
+		"run again":           {importOf("E", "l", events.TypeRunCreated, run), CodeBadParams, `run "E" exists`},
+	} {
+		r, err := f.eng.Submit(context.Background(), c.req)
+		require.NoError(t, err, name)
+		require.NotNil(t, r.Rejected, name)
+		require.Equal(t, c.code, r.Rejected.Code, name)
+		require.Contains(t, r.Rejected.Error(), c.want, name)
+	}
+	require.Equal(t, head, f.eng.Head(), "nothing recorded")
+
 	for name, req := range map[string]Request{
-		"no run":            importOf("R", "a", events.TypeTaskStarted, &events.TaskStarted{TaskID: "T"}),
-		"credential":        importOf("R", "b", events.TypeCredentialIssued, &events.CredentialIssued{TaskID: "T"}),
-		"engine config":     importOf("R", "c", events.TypeEngineConfigured, &events.EngineConfigured{}),
-		"wrong payload":     importOf("R", "d", events.TypeRunCreated, &events.TaskStarted{}),
-		"checkpoint in run": importOf("R", "e", events.TypeImportCheckpoint, &events.ImportCheckpoint{}),
-		"run in $import":    importOf(events.ImportStream, "f", events.TypeRunCreated, &events.RunCreated{}),
-		"bad run id":        importOf("R/1", "g", events.TypeRunCreated, &events.RunCreated{}),
+		"the longest run id":     importOf(strings.Repeat("r", MaxRunIDChars), "m", events.TypeRunCreated, run),
+		"MaxImportEvents events": importWrite("E", "n", tasks(MaxImportEvents)...),
+		"the latest time":        at("o", maxImportTimeMs),
+		"time 0":                 at("p", 0), // the engine clock's
 	} {
 		r, err := f.eng.Submit(context.Background(), req)
 		require.NoError(t, err, name)
-		require.NotNil(t, r.Rejected, name)
+		require.Nil(t, r.Rejected, name)
 	}
-	require.Zero(t, f.eng.Head(), "nothing recorded")
 }
 
 // TestImportRefusesAnImpossibleCheckpoint: a checkpoint no import writes (a negative offset: a follower would resume
@@ -413,6 +481,7 @@ func TestImportDoesNotWriteToARunServedThroughTheSocket(t *testing.T) {
 		require.NoError(t, err, name)
 		require.NotNil(t, r.Rejected, name)
 		require.Equal(t, CodeBadParams, r.Rejected.Code, name)
+		require.Contains(t, r.Rejected.Error(), `run "R" is served through the socket`, name)
 	}
 	require.Equal(t, head, f.eng.Head(), "nothing recorded")
 	r, err = f.eng.Submit(context.Background(), importOf("I", "import:I:task:T", events.TypeTaskCreated,
