@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/json"
 	"math"
+	"unicode/utf8"
 
 	"github.com/crewlog/crewlog/broker/wire"
 	"github.com/crewlog/crewlog/commands"
@@ -55,11 +56,12 @@ const widestProxyEventRest = 512
 // recorded in six and written in seven); an event that does not fit is sent with its data left out, and such a call
 // would be admitted with arguments no one reads, holding its place in flight until its lease ended.
 //
-// NB: arguments the engine refuses anyway (not JSON-safe) are left to it, so that its answer is the engine's.
+// NB: arguments the engine refuses anyway (not JSON-safe), and a request it could not admit (admittable), are left to
+// it, so that its answer is the engine's.
 func (c *conn) argsFit(x *commands.ProxyRequest, commandID string) error {
 	room := min(frameBudget(c.s.opts.MaxFrame, widestReaderID), c.s.opts.MaxFrame-pushEnvelope)
 	ids := len(x.RunID) + len(x.JobID) + len(x.RequestID) + len(x.Tool) + len(commandID) + len(x.TaskID)
-	if 7*len(x.Args)+6*ids+widestProxyEventRest <= room {
+	if 7*len(x.Args)+6*ids+widestProxyEventRest <= room || !admittable(x) {
 		// NB: the common case, without rendering the event: as for a result (resultFits).
 		return nil
 	}
@@ -80,4 +82,14 @@ func (c *conn) argsFit(x *commands.ProxyRequest, commandID string) error {
 		return wire.NewError(wire.CodeOversizeFrame, x.Kind()+": arguments too large")
 	}
 	return nil
+}
+
+// admittable reports whether x could be admitted at all, and so recorded with its arguments (proxy.requested): its
+// tool one a grant can hold, its job one a run can hold, its request id one T8 lets through. Any other request is
+// refused by the rules (not-granted, bad-request-id: recorded without the arguments, a tool name cut) or as an unknown
+// job, and measuring its event would answer oversize-frame "arguments too large" for a name or an id the event never
+// holds whole, whatever the arguments.
+func admittable(x *commands.ProxyRequest) bool {
+	return len(x.JobID) <= commands.MaxJobIDChars && x.RequestIDChars >= 1 &&
+		x.RequestIDChars <= commands.MaxRequestIDChars && utf8.RuneCountInString(x.Tool) <= commands.MaxToolNameChars
 }

@@ -79,3 +79,22 @@ func TestProxyRequestFitsTheManagersEvents(t *testing.T) {
 	}
 	require.Contains(t, args, strings.Repeat(`\u003c`, 100), "the manager reads the arguments whole")
 }
+
+// TestProxyRequestFitMeasuresWhatCouldBeAdmitted: only a call that is admitted is recorded with its arguments
+// (proxy.requested), so the fit is measured for such a call alone. A tool name no grant can hold (longer than a
+// grant's names) is refused by the rules, not-granted, its refusal recorded without the arguments and with the name cut:
+// it was answered oversize-frame "arguments too large" instead, for arguments of two bytes, measured beside a tool name
+// the event would never hold whole.
+func TestProxyRequestFitMeasuresWhatCouldBeAdmitted(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	_, w, nonce := leasedJobCall(f, f.seed())
+	tool := strings.Repeat("<", wire.DefaultMaxFrame/6) // sent in one byte a char, written in six
+	head := f.eng.Head()
+	r := w.callUnescaped("proxy.request", map[string]any{"jobId": "J", "requestId": "r2", "nonce": nonce, "tool": tool,
+		"args": map[string]any{}})
+	require.NotNil(t, r.Error)
+	require.Equal(t, wire.CodePolicyDenied, r.Error.Code, r.Error.Message)
+	require.Contains(t, r.Error.Message, "is not granted")
+	require.Greater(t, f.eng.Head(), head, "the rule's refusal is recorded")
+	require.Equal(t, "rejected", w.ok("proxy.result", map[string]any{"jobId": "J", "requestId": "r2"})["state"])
+}
