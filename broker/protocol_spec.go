@@ -47,7 +47,7 @@ var (
 	errsJob     = []wire.Code{wire.CodeForbidden, wire.CodeBadParams, wire.CodeNoManifest, wire.CodePolicyDenied,
 		wire.CodeDiskFull, wire.CodeUnavailable}
 	// A command a client can repeat without winding its run down, or whose refusal is recorded as itself alone
-	// (job.rejected), counts against the run's events quota.
+	// (job.rejected), counts against the run's events and bytes quotas.
 	errsRepeatableTaskCommand = append(slices.Clip(errsTaskCommand), wire.CodeQuotaExceeded)
 	errsRepeatableJob         = append(slices.Clip(errsJob), wire.CodeQuotaExceeded)
 	// A worker's proxy message names its own job: a job of another task is forbidden, an unknown one bad-params.
