@@ -91,6 +91,9 @@ func ConfigSummary(c projections.Config) string {
 	if c.QuotaWorkerMsgShare != 0 {
 		s += fmt.Sprintf(" quotaWorkerMsgShare=%d%%", c.QuotaWorkerMsgShare)
 	}
+	if c.QuotaWorkerShare != 0 {
+		s += fmt.Sprintf(" quotaWorkerShare=%d%%", c.QuotaWorkerShare)
+	}
 	if !c.WaitMethodsEnabled {
 		s += " waitMethods=false"
 	}

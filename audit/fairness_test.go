@@ -150,3 +150,45 @@ func explainedRules(t *testing.T, dir string) map[string]string {
 	}
 	return rules
 }
+
+// TestExplainWorkerShare: a worker's refusal at its own share of the events or the bytes quota is re-decided without
+// drift while its sibling, sending after it, is not refused; the rule names the share, what it is a share of and
+// the task whose appended events it counts.
+func TestExplainWorkerShare(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		cfg      func(*projections.Config)
+		share    int
+		sent     int
+		recorded string
+		rule     string
+	}{
+		{"events", func(c *projections.Config) { c.QuotaEvents, c.QuotaBytes = 40, 0 }, 20, 6,
+			"msg.send refused: worker-events quota",
+			"quota worker-events: used 6 + adding 1 > max 6, one worker's share: the quotaWorkerShare of 20% of the " +
+				"30 events the run's workers share (the run's 40 less its quotaReserve of 25%), counted by what task t1 " +
+				"appended as its actor"},
+		{"bytes", func(c *projections.Config) { c.QuotaEvents, c.QuotaBytes = 0, 2000 }, 18, 4,
+			"msg.send refused: worker-bytes quota",
+			"quota worker-bytes: used 268 + adding 67 > max 270, one worker's share: the quotaWorkerShare of 18% of " +
+				"the 1500 bytes of text the run's workers share (the run's 2000 less its quotaReserve of 25%), counted " +
+				"by what task t1 appended as its actor"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := projections.DefaultConfig()
+			cfg.QuotaMsgsPerMin, cfg.QuotaReserve, cfg.QuotaWorkerShare = 0, 25, c.share
+			c.cfg(&cfg)
+			dir, l, send := quotaWorld(t, cfg, "t1", "t2")
+			for range c.sent {
+				require.NoError(t, send(audittest.Worker("t1"), "parent"))
+			}
+			var rej *commands.RejectedError
+			require.ErrorAs(t, send(audittest.Worker("t1"), "parent"), &rej)
+			require.Equal(t, commands.CodeQuotaExceeded, rej.Code)
+			require.NoError(t, send(audittest.Worker("t2"), "parent"), "the sibling's share")
+			require.NoError(t, l.Close())
+
+			require.Equal(t, c.rule, explainedRules(t, dir)[c.recorded])
+		})
+	}
+}

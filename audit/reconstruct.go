@@ -440,11 +440,21 @@ func rule(s *projections.State, cfg projections.Config, cmd commands.Command, ev
 // quotaReserve) its orchestrator and the admin alone may use. "" for another actor, or a quota too small to split
 // (a worker's limit is then the quota).
 func reserveCarved(cfg projections.Config, actor events.Actor, q *events.RunQuotaExceeded) string {
-	if q.Quota == events.QuotaWorkerMsgRate {
+	switch q.Quota {
+	case events.QuotaWorkerMsgRate:
 		quota, part, _ := commands.WorkerQuotaShare(cfg, actor, events.QuotaMsgRate)
 		return fmt.Sprintf(", one worker's share: the quotaWorkerMsgShare of %d%% of the %d messages a minute the run's "+
 			"workers share (the run's %d less its quotaReserve of %d%%)", cfg.QuotaWorkerMsgShare, part, quota,
 			cfg.QuotaReserve)
+	case events.QuotaWorkerEvents, events.QuotaWorkerBytes:
+		of, what := events.QuotaEvents, "events"
+		if q.Quota == events.QuotaWorkerBytes {
+			of, what = events.QuotaBytes, "bytes of text"
+		}
+		quota, part, _ := commands.WorkerQuotaShare(cfg, actor, of)
+		return fmt.Sprintf(", one worker's share: the quotaWorkerShare of %d%% of the %d %s the run's workers share "+
+			"(the run's %d less its quotaReserve of %d%%), counted by what task %s appended as its actor",
+			cfg.QuotaWorkerShare, part, what, quota, cfg.QuotaReserve, q.TaskID)
 	}
 	quota, _, carved := commands.WorkerQuotaShare(cfg, actor, q.Quota)
 	if !carved {
@@ -669,6 +679,7 @@ func configChange(from, to projections.Config) string {
 	add("quotaMsgsPerMin", from.QuotaMsgsPerMin, to.QuotaMsgsPerMin)
 	add("quotaReserve", from.QuotaReserve, to.QuotaReserve)
 	add("quotaWorkerMsgShare", from.QuotaWorkerMsgShare, to.QuotaWorkerMsgShare)
+	add("quotaWorkerShare", from.QuotaWorkerShare, to.QuotaWorkerShare)
 	add("budgetMode", budgetMode(from.BudgetMode), budgetMode(to.BudgetMode))
 	add("waitMethods", from.WaitMethodsEnabled, to.WaitMethodsEnabled)
 	add("proxyPayloadBytes", from.ProxyPayloadBytes, to.ProxyPayloadBytes)

@@ -82,7 +82,7 @@ func TestDifferentialEveryStateAnswersAlike(t *testing.T) {
 	}
 	// NB: the comparisons of cold runs read back compare nothing while no run is cold.
 	require.Positive(t, coldChecks, "no comparison met a cold run")
-	for _, path := range []string{pathRevokeClosesQuestion, pathRerouted, pathImportedShadow} {
+	for _, path := range []string{pathRevokeClosesQuestion, pathRerouted, pathImportedShadow, pathWorkerShare} {
 		require.Positive(t, covered[path], "no seed took %s", path)
 	}
 }
@@ -214,11 +214,13 @@ const (
 	pathRevokeClosesQuestion = "a revocation closing its task's question"
 	pathRerouted             = "a settlement rerouted to the run inbox"
 	pathImportedShadow       = "an imported shadow task without a stepId"
+	pathWorkerShare          = "a worker refused at its share of the events or bytes quota"
 )
 
 // differentialCoverage counts the paths of the log l took: a credential.revoked, the ask.timedout (asker-ended) of
 // its task's question and the task.resumed that follow it in its group; a delegation's result rerouted to the run
-// inbox; a shadow task an import created with no stepId.
+// inbox; a shadow task an import created with no stepId; a worker's refusal at its share of the events or bytes
+// quota.
 func differentialCoverage(t *testing.T, l *eventlog.Log) map[string]int {
 	t.Helper()
 	covered := map[string]int{}
@@ -245,6 +247,10 @@ func differentialCoverage(t *testing.T, l *eventlog.Log) map[string]int {
 		case *events.TaskCreated:
 			if p.Kind == events.TaskKindShadow && p.StepID == "" { // only an import writes one
 				covered[pathImportedShadow]++
+			}
+		case *events.RunQuotaExceeded:
+			if p.Quota == events.QuotaWorkerEvents || p.Quota == events.QuotaWorkerBytes {
+				covered[pathWorkerShare]++
 			}
 		}
 	}
@@ -365,6 +371,8 @@ func (w *differentialWorld) command(rng *rand.Rand, s *projections.State) Reques
 				int64(2000+rng.IntN(50000)), rng.IntN(8)
 			cfg.QuotaReserve = rng.IntN(50)
 			cfg.QuotaWorkerMsgShare = rng.IntN(101)
+			// NB: the message share's draw, not one of its own: another draw would change every kept seed's history.
+			cfg.QuotaWorkerShare = cfg.QuotaWorkerMsgShare
 		}
 		if rng.IntN(2) == 0 {
 			cfg.ProxyMaxInFlight, cfg.ProxyMaxRequests, cfg.RevokedRootLimit, cfg.ProxyPayloadBytes = 1+rng.IntN(3),

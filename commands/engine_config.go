@@ -65,6 +65,7 @@ func SameConfig(a, b projections.Config) bool {
 		a.SlotWaitSec == b.SlotWaitSec &&
 		a.QuotaEvents == b.QuotaEvents && a.QuotaBytes == b.QuotaBytes && a.QuotaMsgsPerMin == b.QuotaMsgsPerMin &&
 		a.QuotaReserve == b.QuotaReserve && a.QuotaWorkerMsgShare == b.QuotaWorkerMsgShare &&
+		a.QuotaWorkerShare == b.QuotaWorkerShare &&
 		recordedBudgetMode(a.BudgetMode) == recordedBudgetMode(b.BudgetMode) &&
 		a.WaitMethodsEnabled == b.WaitMethodsEnabled &&
 		a.ProxyPayloadBytes == b.ProxyPayloadBytes && a.ProxyManifestBytes == b.ProxyManifestBytes &&

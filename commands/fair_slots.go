@@ -18,6 +18,10 @@ const MaxQuotaReserve = 50
 // which is no share of its own (as 0 is).
 const MaxQuotaWorkerMsgShare = 100
 
+// MaxQuotaWorkerShare bounds the percent of the workers' part of the events and of the bytes quota one worker may
+// have appended: all of it, which is no share of its own (as 0 is).
+const MaxQuotaWorkerShare = 100
+
 // Fair slots (SPEC §5, per-run slot share). The pool is daemon-wide and
 // crewlog cannot take a slot back from a running grandchild, so fairness is
 // decided at admission: a run that already holds its share of the pool
@@ -81,6 +85,10 @@ func validateFairness(c projections.Config) []error {
 	if c.QuotaWorkerMsgShare < 0 || c.QuotaWorkerMsgShare > MaxQuotaWorkerMsgShare {
 		errs = append(errs, fmt.Errorf("quotaWorkerMsgShare %d%% is outside 0..%d", c.QuotaWorkerMsgShare,
 			MaxQuotaWorkerMsgShare))
+	}
+	if c.QuotaWorkerShare < 0 || c.QuotaWorkerShare > MaxQuotaWorkerShare {
+		errs = append(errs, fmt.Errorf("quotaWorkerShare %d%% is outside 0..%d", c.QuotaWorkerShare,
+			MaxQuotaWorkerShare))
 	}
 	return errs
 }

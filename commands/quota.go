@@ -54,14 +54,21 @@ import (
 // The run's workers share each quota but its reserve (config quotaReserve,
 // a percent): a worker is refused at the rest, so that however a run's
 // workers use it, its orchestrator (and the admin) can still steer, message,
-// create tasks and report within the reserve. The actor's role is in the
-// decision's input, and recorded with every event, so replay decides the
-// same.
+// create tasks and report within the reserve. Of the workers' part, one
+// worker may use at most a share, so a worker flooding its run cannot hold
+// what its sibling workers need: of the message rate config
+// quotaWorkerMsgShare percent (its messages of the last minute), of the
+// events and the bytes quotas config quotaWorkerShare percent (what its
+// task appended to the run as its actor, projections.Task.ActorEvents and
+// ActorBytes), each checked after the run's own quotas. The actor's role
+// and task are in the decision's input, and recorded with every event, so
+// replay decides the same.
 //
-// A refusal answers quota-exceeded (events, bytes) or rate-limit (message
-// rate) and records run.quota_exceeded with what the check saw — at most one
-// per run per QuotaWindowSec, so a flood of refused commands cannot grow the
-// log it is kept from growing.
+// A refusal answers quota-exceeded (events, bytes, and a worker's share of
+// them) or rate-limit (message rate, and a worker's share of it) and
+// records run.quota_exceeded with what the check saw — at most one per run
+// per QuotaWindowSec, so a flood of refused commands cannot grow the log it
+// is kept from growing.
 var quotaGated = map[string]bool{
 	"msg.send": true, "escalate": true, "steer.push": true, "delegate.request": true, "wait.request": true,
 	"task.create": true, "job.create": true, "proxy.request": true, "proxy.cancel": true,
@@ -183,6 +190,25 @@ func overQuota(s *projections.State, runID string, g Growth, env *Env) (events.R
 				Max: mine}, true
 		}
 	}
+	return overWorkerShare(s, runID, g, env)
+}
+
+// overWorkerShare checks growth g of run runID, which passes none of the run's quotas, against env's actor's share
+// of the workers' part of the events and the bytes quotas (config quotaWorkerShare), in that order, counted by what
+// the actor's task appended to the run as its actor (projections.State.WorkerAppended).
+func overWorkerShare(s *projections.State, runID string, g Growth, env *Env) (events.RunQuotaExceeded, bool) {
+	cfg, limit := env.Config, quotaLimit(env)
+	evs, bytes := s.WorkerAppended(runID, env.Actor.TaskID)
+	if mine := workerShareLimit(env, limit(cfg.QuotaEvents)); cfg.QuotaEvents > 0 && mine > 0 && g.Events > 0 &&
+		evs+g.Events > mine {
+		return events.RunQuotaExceeded{Quota: events.QuotaWorkerEvents, Used: evs, Adding: g.Events, Max: mine}, true
+	}
+	// NB: without a g.Bytes > 0 guard, as the run's bytes quota: a wind-down's text can take a worker past its
+	// share, and the measured command that would bring one round again is refused then.
+	if mine := workerShareLimit(env, limit(cfg.QuotaBytes)); cfg.QuotaBytes > 0 && mine > 0 &&
+		bytes+g.Bytes > mine {
+		return events.RunQuotaExceeded{Quota: events.QuotaWorkerBytes, Used: bytes, Adding: g.Bytes, Max: mine}, true
+	}
 	return events.RunQuotaExceeded{}, false
 }
 
@@ -201,7 +227,22 @@ func quotaLimit(env *Env) func(quota int64) int64 {
 	}
 	// NB: at least 1: a quota too small to split is not reserved (the workers could use none of it).
 	r := int64(cfg.QuotaReserve)
-	return func(quota int64) int64 { return max(1, quota-(quota/100*r+quota%100*r/100)) }
+	return func(quota int64) int64 { return max(1, quota-percentOf(quota, r)) }
+}
+
+// percentOf is pct percent of n (0..100), rounded down, without the overflow of n*pct for a quota near 2^63.
+func percentOf(n, pct int64) int64 { return n/100*pct + n%100*pct/100 }
+
+// workerShareLimit is what of part, the workers' part of the events or the bytes quota, env's actor may have
+// appended on its own: config quotaWorkerShare percent of it (at least 1: a part too small to split is not
+// shared out). 0 when none applies: not a worker of a task, or no share (0, or 100 and more, which is no limit of
+// its own).
+func workerShareLimit(env *Env, part int64) int64 {
+	share := int64(env.Config.QuotaWorkerShare)
+	if env.Actor.Role != events.RoleWorker || env.Actor.TaskID == "" || share <= 0 || share >= MaxQuotaWorkerShare {
+		return 0
+	}
+	return max(1, percentOf(part, share))
 }
 
 // workerMsgLimit is what of most, the workers' part of the message rate, env's actor may use on its own: config
@@ -246,6 +287,10 @@ func refuseQuota(s *projections.State, runID string, q events.RunQuotaExceeded, 
 		code, what = CodeRateLimit, "messages to the run in the last minute"
 	case events.QuotaWorkerMsgRate:
 		code, what = CodeRateLimit, "messages from task "+q.TaskID+" in the last minute"
+	case events.QuotaWorkerEvents:
+		what = "events from task " + q.TaskID + " in the run"
+	case events.QuotaWorkerBytes:
+		what = "bytes of text from task " + q.TaskID + " in the run"
 	}
 	rej := reject(code, "quota-"+q.Quota, "%s: run quota exceeded: %d %s + %d > %d (%s quota)",
 		q.Method, q.Used, what, q.Adding, q.Max, q.Quota)
@@ -273,9 +318,9 @@ func (*QuotaRecheck) Kind() string { return "quota.check" }
 func (c *QuotaRecheck) decide(s *projections.State, env *Env) (Decision, error) {
 	var g Growth
 	switch c.Recorded.Quota {
-	case events.QuotaEvents:
+	case events.QuotaEvents, events.QuotaWorkerEvents:
 		g.Events = c.Recorded.Adding
-	case events.QuotaBytes:
+	case events.QuotaBytes, events.QuotaWorkerBytes:
 		g.Bytes = c.Recorded.Adding
 	case events.QuotaMsgRate, events.QuotaWorkerMsgRate:
 		g.Msgs = c.Recorded.Adding

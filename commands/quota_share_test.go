@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -63,11 +64,48 @@ func TestWorkerMsgLimit(t *testing.T) {
 			require.Equal(t, []any{c.limit, c.sender}, []any{limit, sender})
 		})
 	}
+	requireShareBounded(t, "quotaWorkerMsgShare", func(c *projections.Config, share int) {
+		c.QuotaWorkerMsgShare = share
+	})
+}
+
+// One worker's share of the events and the bytes quotas is a percent of the workers' part, at least 1, without
+// overflow for a part near 2^63; it applies to workers of a task only, and 0 or 100 is no share of its own. The
+// config refuses a percent outside 0..100.
+func TestWorkerShareLimit(t *testing.T) {
+	worker := events.Actor{Role: events.RoleWorker, TaskID: "W"}
+	share := func(actor events.Actor, pct int) *Env {
+		return &Env{Config: projections.Config{QuotaWorkerShare: pct}, Actor: actor}
+	}
+	for _, c := range []struct {
+		name        string
+		env         *Env
+		part, limit int64
+	}{
+		{"half", share(worker, 50), 30, 15},
+		{"at least one", share(worker, 1), 30, 1},
+		{"rounded down", share(worker, 50), 15, 7},
+		{"a part near 2^63", share(worker, 99), math.MaxInt64, math.MaxInt64/100*99 + math.MaxInt64%100*99/100},
+		{"no share", share(worker, 0), 30, 0},
+		{"the whole part", share(worker, 100), 30, 0},
+		{"a worker of no task", share(events.Actor{Role: events.RoleWorker}, 50), 30, 0},
+		{"the orchestrator", share(events.Actor{Role: events.RoleOrchestrator}, 50), 30, 0},
+		{"the admin", share(events.Actor{Role: events.RoleAdmin}, 50), 30, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) { require.Equal(t, c.limit, workerShareLimit(c.env, c.part)) })
+	}
+	requireShareBounded(t, "quotaWorkerShare", func(c *projections.Config, share int) { c.QuotaWorkerShare = share })
+}
+
+// requireShareBounded requires the config to take a share (set by set) of 0..100 percent and refuse one outside,
+// naming the knob.
+func requireShareBounded(t *testing.T, knob string, set func(c *projections.Config, share int)) {
+	t.Helper()
 	cfg := projections.DefaultConfig()
 	for share, bad := range map[int]bool{-1: true, 0: false, 100: false, 101: true} {
-		cfg.QuotaWorkerMsgShare = share
+		set(&cfg, share)
 		if err := ValidateConfig(cfg); bad {
-			require.ErrorContains(t, err, "quotaWorkerMsgShare", share)
+			require.ErrorContains(t, err, knob+" ", share)
 		} else {
 			require.NoError(t, err, share)
 		}

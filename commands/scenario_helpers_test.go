@@ -141,6 +141,8 @@ func (w *scenarioWorld) config(words []string) error {
 			p.QuotaReserve, err = strconv.Atoi(v)
 		case "quotaWorkerMsgShare":
 			p.QuotaWorkerMsgShare, err = strconv.Atoi(v)
+		case "quotaWorkerShare":
+			p.QuotaWorkerShare, err = strconv.Atoi(v)
 		case "waitMethodsEnabled":
 			var on bool
 			on, err = strconv.ParseBool(v)

@@ -24,7 +24,7 @@ import (
 //	config k=v …               engine.configured (defaults of projections.DefaultConfig;
 //	                           catalog=a,b · catalog= is the empty catalog; slotShare,
 //	                           slotWaitSec, quotaEvents, quotaBytes, quotaMsgsPerMin, quotaReserve,
-//	                           quotaWorkerMsgShare;
+//	                           quotaWorkerMsgShare, quotaWorkerShare;
 //	                           budgetMode=picrew|nested; proxyPayloadBytes, proxyManifestBytes,
 //	                           proxyMaxInFlight, proxyMaxRequests, revokedRootLimit)
 //	given <type> <stream> <json>  an event, decoded with events.NewPayload, folded

@@ -49,6 +49,10 @@ type EngineConfigured struct {
 	// QuotaWorkerMsgShare is the percent of what a run's workers share of its message rate that any one of them may
 	// use; absent (0), as in every log written before it existed, one worker may use all of it.
 	QuotaWorkerMsgShare int `json:"quotaWorkerMsgShare,omitempty" msgpack:"quotaWorkerMsgShare,omitempty"`
+	// QuotaWorkerShare is the percent of what a run's workers share of its events quota and of its bytes quota
+	// that any one of them may have appended; absent (0), as in every log written before it existed, one worker may
+	// use all of each.
+	QuotaWorkerShare int `json:"quotaWorkerShare,omitempty" msgpack:"quotaWorkerShare,omitempty"`
 	// BudgetMode is BudgetModePicrew (absent, the default) or
 	// BudgetModeNested.
 	BudgetMode string `json:"budgetMode,omitempty" msgpack:"budgetMode,omitempty"`

@@ -2138,6 +2138,9 @@ func appendEngineConfigured(b []byte, p *EngineConfigured) []byte {
 	if p.QuotaWorkerMsgShare != 0 {
 		n++
 	}
+	if p.QuotaWorkerShare != 0 {
+		n++
+	}
 	if len(p.BudgetMode) != 0 {
 		n++
 	}
@@ -2204,6 +2207,10 @@ func appendEngineConfigured(b []byte, p *EngineConfigured) []byte {
 	if p.QuotaWorkerMsgShare != 0 {
 		b = append(b, "\xb3quotaWorkerMsgShare"...)
 		b = appendInt(b, int64(p.QuotaWorkerMsgShare))
+	}
+	if p.QuotaWorkerShare != 0 {
+		b = append(b, "\xb0quotaWorkerShare"...)
+		b = appendInt(b, int64(p.QuotaWorkerShare))
 	}
 	if len(p.BudgetMode) != 0 {
 		b = append(b, "\xaabudgetMode"...)
@@ -2294,29 +2301,32 @@ func (r *fastReader) readEngineConfigured(p *EngineConfigured) {
 		case "quotaWorkerMsgShare":
 			r.once(&seen, 13)
 			p.QuotaWorkerMsgShare = int(r.int())
-		case "budgetMode":
+		case "quotaWorkerShare":
 			r.once(&seen, 14)
+			p.QuotaWorkerShare = int(r.int())
+		case "budgetMode":
+			r.once(&seen, 15)
 			p.BudgetMode = r.str()
 		case "waitMethodsDisabled":
-			r.once(&seen, 15)
+			r.once(&seen, 16)
 			p.WaitMethodsDisabled = r.bool()
 		case "proxyPayloadBytes":
-			r.once(&seen, 16)
+			r.once(&seen, 17)
 			p.ProxyPayloadBytes = r.int()
 		case "proxyManifestBytes":
-			r.once(&seen, 17)
+			r.once(&seen, 18)
 			p.ProxyManifestBytes = r.int()
 		case "proxyMaxInFlight":
-			r.once(&seen, 18)
+			r.once(&seen, 19)
 			p.ProxyMaxInFlight = int(r.int())
 		case "proxyMaxRequests":
-			r.once(&seen, 19)
+			r.once(&seen, 20)
 			p.ProxyMaxRequests = int(r.int())
 		case "revokedRootLimit":
-			r.once(&seen, 20)
+			r.once(&seen, 21)
 			p.RevokedRootLimit = int(r.int())
 		case "rerouteEndedAttempts":
-			r.once(&seen, 21)
+			r.once(&seen, 22)
 			p.RerouteEndedAttempts = r.bool()
 		default:
 			r.skip()

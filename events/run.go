@@ -29,6 +29,10 @@ const (
 	// QuotaWorkerMsgRate: messages one worker appended in the last minute, against its share of what the run's
 	// workers share (config quotaWorkerMsgShare).
 	QuotaWorkerMsgRate = "worker-msg-rate"
+	// QuotaWorkerEvents and QuotaWorkerBytes: the events and the bytes of text one worker appended to the run as
+	// its actor, against its share of what the run's workers share of each quota (config quotaWorkerShare).
+	QuotaWorkerEvents = "worker-events"
+	QuotaWorkerBytes  = "worker-bytes"
 )
 
 // RunQuotaExceeded records a command a run quota refused: which command of

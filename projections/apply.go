@@ -33,6 +33,7 @@ func Apply(s *State, ev events.Event) {
 		return
 	}
 	r.run.UpdatedAt = ev.UnixMilli()
+	bytesBefore := r.run.Usage.Bytes()
 	r.run.Usage.Events++
 	r.run.Usage.TextBytes += events.TextBytes(ev)
 	if ev.Position != 0 {
@@ -61,4 +62,6 @@ func Apply(s *State, ev events.Event) {
 	case "job", "lease", "proxy", "manifest":
 		applyJob(r, ev)
 	}
+	// NB: after the family's fold, which counts a message's body and subject (once: a duplicate adds none).
+	countActor(r, ev, bytesBefore)
 }

@@ -40,6 +40,12 @@ type Config struct {
 	// worker flooding its run cannot silence its sibling workers for the
 	// rest of every minute. 0: no share (one worker may use it all).
 	QuotaWorkerMsgShare int `json:"quotaWorkerMsgShare,omitempty" msgpack:"quotaWorkerMsgShare,omitempty"`
+	// QuotaWorkerShare is the percent of the workers' part of the events
+	// quota and of the bytes quota (each quota less the reserve) that any
+	// one worker may have appended as its actor (Task.ActorEvents,
+	// ActorBytes), so a worker flooding its run cannot leave its sibling
+	// workers refused until the orchestrator steps in. 0: no share.
+	QuotaWorkerShare int `json:"quotaWorkerShare,omitempty" msgpack:"quotaWorkerShare,omitempty"`
 	// BudgetMode is events.BudgetModePicrew or events.BudgetModeNested; an
 	// engine.configured written before the knob existed reads as picrew.
 	BudgetMode string `json:"budgetMode" msgpack:"budgetMode"`
@@ -99,6 +105,9 @@ const (
 	// DefaultQuotaWorkerMsgShare is crewd's default QuotaWorkerMsgShare
 	// (DefaultConfig keeps none, as for QuotaReserve).
 	DefaultQuotaWorkerMsgShare = 50
+	// DefaultQuotaWorkerShare is crewd's default QuotaWorkerShare
+	// (DefaultConfig keeps none, as for QuotaReserve).
+	DefaultQuotaWorkerShare = 50
 )
 
 // DefaultSlotShare is the share of a pool of maxSlots: half of it (at least
@@ -137,6 +146,7 @@ func ConfigOf(p *events.EngineConfigured) Config {
 		QuotaMsgsPerMin:        p.QuotaMsgsPerMin,
 		QuotaReserve:           p.QuotaReserve,
 		QuotaWorkerMsgShare:    p.QuotaWorkerMsgShare,
+		QuotaWorkerShare:       p.QuotaWorkerShare,
 		BudgetMode:             p.BudgetMode,
 		WaitMethodsEnabled:     !p.WaitMethodsDisabled,
 		ProxyPayloadBytes:      p.ProxyPayloadBytes,
@@ -163,6 +173,7 @@ func (c Config) Event() *events.EngineConfigured {
 		SlotShare: c.SlotShare, SlotWaitSec: c.SlotWaitSec,
 		QuotaEvents: c.QuotaEvents, QuotaBytes: c.QuotaBytes, QuotaMsgsPerMin: c.QuotaMsgsPerMin,
 		QuotaReserve: c.QuotaReserve, QuotaWorkerMsgShare: c.QuotaWorkerMsgShare,
+		QuotaWorkerShare:    c.QuotaWorkerShare,
 		WaitMethodsDisabled: !c.WaitMethodsEnabled,
 		ProxyPayloadBytes:   c.ProxyPayloadBytes, ProxyManifestBytes: c.ProxyManifestBytes,
 		ProxyMaxInFlight: c.ProxyMaxInFlight, ProxyMaxRequests: c.ProxyMaxRequests,

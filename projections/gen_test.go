@@ -133,17 +133,22 @@ func setIDs(p any, task, sub, msg, q string) {
 
 // randomHistory returns n random events; run.created is drawn more often so
 // that runs exist early. Credential events name an actor of every kind
-// (none included), as the fold keeps who issued and revoked.
+// (none included), as the fold keeps who issued and revoked; every other
+// event names one in turn, workers of tasks that exist and of one that
+// never does (t9) among them, as the fold counts what each worker appended.
 func randomHistory(rng *rand.Rand, n int) []events.Event {
 	var h history
 	actors := []events.Actor{{}, byAdmin, byOrchestrator, {Role: events.RoleWorker, TaskID: "t1"},
 		{Role: events.RoleEngine}}
+	others := append(actors, events.Actor{Role: events.RoleWorker, TaskID: "t2"},
+		events.Actor{Role: events.RoleWorker, TaskID: "t9"})
 	for range n {
 		stream, typ, p := randomEvent(rng)
 		if rng.IntN(20) == 0 {
 			stream, typ, p = fmt.Sprintf("run%d", rng.IntN(3)), events.TypeRunCreated, &events.RunCreated{Team: "t"}
 		}
-		var by events.Actor
+		// NB: in turn, not drawn: a draw would change every seed's history after it.
+		by := others[len(h.evs)%len(others)]
 		if typ == events.TypeCredentialIssued || typ == events.TypeCredentialRevoked {
 			by = actors[rng.IntN(len(actors))]
 		}

@@ -14,9 +14,11 @@ import (
 // state decoded from a mid-history snapshot then folded over the tail are
 // all equal, and the fold's invariants hold. The credentials the histories
 // leave name who issued and revoked them and why, so that the comparisons
-// cover those fields too (a snapshot that lost them would fail them).
+// cover those fields too (a snapshot that lost them would fail them), and
+// so do the events and bytes each worker appended (Task.ActorEvents,
+// ActorBytes).
 func TestFoldProperties(t *testing.T) {
-	var issuedBy, revokedBy, reasons int
+	var issuedBy, revokedBy, reasons, workerEvents, workerBytes int
 	for seed := range uint64(200) {
 		rng := rand.New(rand.NewPCG(seed, 42))
 		evs := randomHistory(rng, 50+rng.IntN(400))
@@ -33,8 +35,18 @@ func TestFoldProperties(t *testing.T) {
 					reasons++
 				}
 			}
+			for _, task := range r.tasks {
+				if task.ActorEvents > 0 {
+					workerEvents++
+				}
+				if task.ActorBytes > 0 {
+					workerBytes++
+				}
+			}
 		}
 	}
+	require.Positive(t, workerEvents, "no task counted the events its worker appended")
+	require.Positive(t, workerBytes, "no task counted the bytes its worker appended")
 	require.Positive(t, issuedBy, "no credential recorded who issued it")
 	require.Positive(t, revokedBy, "no credential recorded who revoked it")
 	require.Positive(t, reasons, "no credential recorded why it was revoked")

@@ -141,7 +141,7 @@ func appendTask(b []byte, t *Task) ([]byte, error) {
 		return m.Nil(b), nil
 	}
 	var err error
-	n := 22
+	n := 24
 	if t.Allocation == nil { // the only omitempty field
 		n--
 	}
@@ -180,7 +180,9 @@ func appendTask(b []byte, t *Task) ([]byte, error) {
 	b = m.Int(m.String(b, "retries"), int64(t.Retries))
 	b = m.Int64(m.String(b, "createdAt"), t.CreatedAt)
 	b = m.Int64(m.String(b, "startedAt"), t.StartedAt)
-	return m.Int64(m.String(b, "finishedAt"), t.FinishedAt), nil
+	b = m.Int64(m.String(b, "finishedAt"), t.FinishedAt)
+	b = m.Int64(m.String(b, "actorEvents"), t.ActorEvents)
+	return m.Int64(m.String(b, "actorBytes"), t.ActorBytes), nil
 }
 
 func appendDelegation(b []byte, d *Delegation) []byte {

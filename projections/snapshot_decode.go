@@ -568,6 +568,12 @@ func readTask(r *viewReader, t *Task) {
 		case "finishedAt":
 			r.once(&seen, 21)
 			t.FinishedAt = r.int()
+		case "actorEvents":
+			r.once(&seen, 22)
+			t.ActorEvents = r.int()
+		case "actorBytes":
+			r.once(&seen, 23)
+			t.ActorBytes = r.int()
 		default:
 			r.fail()
 		}

@@ -67,6 +67,11 @@ type Task struct {
 	CreatedAt  int64 `json:"createdAt" msgpack:"createdAt"`
 	StartedAt  int64 `json:"startedAt,omitempty" msgpack:"startedAt"`
 	FinishedAt int64 `json:"finishedAt,omitempty" msgpack:"finishedAt"`
+	// ActorEvents and ActorBytes are the events and the bytes of text (what the run's bytes quota counts of each,
+	// RunUsage.Bytes) the task's worker appended to the run as its actor: what a worker's share of the events and
+	// bytes quotas counts (config quotaWorkerShare). They are engine bookkeeping, not part of the wire shape.
+	ActorEvents int64 `json:"-" msgpack:"actorEvents"`
+	ActorBytes  int64 `json:"-" msgpack:"actorBytes"`
 
 	// ord is the task's place in its run's creation order (runState.taskOrder), which orders the run's tasks
 	// that have not ended. NB: set by addTask inside the state; a query's copy carries 0.

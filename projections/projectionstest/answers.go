@@ -32,7 +32,7 @@ var (
 		"RunningTasks",
 		"EachLiveTask", "EachWorkflowTask", "EachInFlight",
 		"ActiveLeases", "Job", "JobCount", "JobHeader", "LookupJobHeader", "JobPage", "JobTool", "Jobs", "EachJob",
-		"LiveRequests", "ProxyRequestOf", "RevokedRootsOf", "RevokedRootCount", "RootRevoked",
+		"LiveRequests", "ProxyRequestOf", "RevokedRootsOf", "RevokedRootCount", "RootRevoked", "WorkerAppended",
 	}
 	stateNotQueries = []string{
 		"AssumePool", "Clone", "ColdInMemory", "ColdRuns", "ColdStore", "EvictAll", "EvictAllCounted", "Evict",
@@ -120,6 +120,8 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 		s.EachLiveTask(run, func(t projections.Task) bool { firstTask = t.TaskID; return false })
 		all, sent := s.MessagesSince(run, firstTask, 0, 1000)
 		q("MessagesSince", all, sent)
+		evs, bytes := s.WorkerAppended(run, firstTask)
+		q("WorkerAppended", evs, bytes)
 		q("RootSpent", s.RootSpent(run))
 		q("LiveTasks", s.LiveTasks(run))
 		var liveTasks, workflowTasks []projections.Task

@@ -91,7 +91,7 @@ func historyConfig() projections.Config {
 var historyDaemonFlags = []string{"--nesting", "--max-depth=4", "--wait-methods",
 	"--max-slots", fmt.Sprint(commands.MaxMaxSlots), "--slot-share", "0",
 	"--quota-events", "0", "--quota-bytes", "0", "--quota-msg-rate", "0", "--quota-reserve", "0",
-	"--quota-worker-msg-share", "0"}
+	"--quota-worker-msg-share", "0", "--quota-worker-share", "0"}
 
 // WriteHistory writes exactly o.Events events through commands.Engine, as
 // crewd's engine would have decided them: o.Runs runs, each created with its

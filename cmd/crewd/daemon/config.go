@@ -165,6 +165,7 @@ var options = []option{
 	{"quota-msg-rate", kindInt, "N", fmt.Sprintf("messages one run may take per minute, 0..%d (0: no limit)", maxQuota), fixed(strconv.Itoa(projections.DefaultQuotaMsgsPerMin))},
 	{"quota-reserve", kindInt, "PERCENT", fmt.Sprintf("percent of each run quota only the run's orchestrator and the admin may use, 0..%d: its workers together stop at the rest, so none of them can lock the orchestrator out of its run", commands.MaxQuotaReserve), fixed(strconv.Itoa(projections.DefaultQuotaReserve))},
 	{"quota-worker-msg-share", kindInt, "PERCENT", fmt.Sprintf("percent of what a run's workers share of its message rate (the rate less the reserve) that any one worker may use, 0..%d (0 or %d: no share of its own), so one worker flooding its run cannot silence the others", commands.MaxQuotaWorkerMsgShare, commands.MaxQuotaWorkerMsgShare), fixed(strconv.Itoa(projections.DefaultQuotaWorkerMsgShare))},
+	{"quota-worker-share", kindInt, "PERCENT", fmt.Sprintf("percent of what a run's workers share of its events quota and of its bytes quota (each quota less the reserve) that any one worker may have appended, 0..%d (0 or %d: no share of its own), so one worker flooding its run cannot leave the others refused quota-exceeded", commands.MaxQuotaWorkerShare, commands.MaxQuotaWorkerShare), fixed(strconv.Itoa(projections.DefaultQuotaWorkerShare))},
 	{"max-frame", kindInt, "BYTES", fmt.Sprintf("broker frame cap in bytes, newline included, %d..%d", wire.MaxFrameFloor, wire.MaxFrameCeiling), fixed(strconv.Itoa(wire.DefaultMaxFrame))},
 	{"outbound-queue-cap", kindInt, "N", fmt.Sprintf("frames queued per connection before a subscriber is resynced, %d..%d", minOutboundQueueCap, maxOutboundQueueCap), fixed(strconv.Itoa(defaultOutboundQueueCap))},
 	{"min-free-mib", kindInt, "MIB", fmt.Sprintf("free space (MiB) the store's file system must keep: below it crewd does not start and answers writes disk-full, and refuses a checkpoint (crewctl backup) that would bring it there; 0 disables, 0..%d", maxMinFreeMiB), fixed("256")},
@@ -403,6 +404,7 @@ func Load(args []string, env Env) (Config, error) {
 	c.Engine.QuotaMsgsPerMin = integer("quota-msg-rate", 0, maxQuota)
 	c.Engine.QuotaReserve = integer("quota-reserve", 0, commands.MaxQuotaReserve)
 	c.Engine.QuotaWorkerMsgShare = integer("quota-worker-msg-share", 0, commands.MaxQuotaWorkerMsgShare)
+	c.Engine.QuotaWorkerShare = integer("quota-worker-share", 0, commands.MaxQuotaWorkerShare)
 	// NB: a rule, not a choice: a knob only so that engine.configured records when it came into force, and replay
 	// decides a settlement of a log written before it as it was decided.
 	c.Engine.RerouteEndedAttempts = true

@@ -38,6 +38,7 @@ func TestLoadDefaults(t *testing.T) {
 	engine.NestingEnabled, engine.MaxDepth, engine.WaitMethodsEnabled = false, 2, false
 	engine.QuotaReserve = projections.DefaultQuotaReserve
 	engine.QuotaWorkerMsgShare = projections.DefaultQuotaWorkerMsgShare
+	engine.QuotaWorkerShare = projections.DefaultQuotaWorkerShare
 	engine.RerouteEndedAttempts = true // a rule of crewd's, in no log without a config
 	require.Equal(t, Config{
 		DataDir:          "/home/u/.local/share/crewlog",
@@ -97,7 +98,7 @@ func TestLoadFlagsOverride(t *testing.T) {
 		"--settle-grace", "2m", "--max-frame", "1024", "--outbound-queue-cap", "4096", "--budget-mode", "nested",
 		"-log-level", "debug", "--log-format", "json", "--min-free-mib", "0", "--open-timeout", "0s", "--socket-group", "4242", "--retention", "0s",
 		"--cache-mib", "64", "--memtable-mib", "48", "--memory-mib", "0",
-		"--slot-share", "3", "--slot-wait", "30s", "--quota-events", "5000", "--quota-bytes", "1048576", "--quota-msg-rate", "0", "--quota-reserve", "25", "--quota-worker-msg-share", "40",
+		"--slot-share", "3", "--slot-wait", "30s", "--quota-events", "5000", "--quota-bytes", "1048576", "--quota-msg-rate", "0", "--quota-reserve", "25", "--quota-worker-msg-share", "40", "--quota-worker-share", "30",
 		"--http", "0.0.0.0:8080", "--http-allow-remote",
 	}, homeEnv)
 	require.NoError(t, err)
@@ -106,7 +107,7 @@ func TestLoadFlagsOverride(t *testing.T) {
 		Engine: projections.Config{
 			NestingEnabled: false, MaxDepth: 10, MaxSlots: 64, SerializeOnPathOverlap: true,
 			UnmeteredDelegates: events.UnmeteredDeny, ModelCatalog: []string{"claude-sonnet", "gpt-x"}, SettleGraceSec: 120,
-			SlotShare: 3, SlotWaitSec: 30, QuotaEvents: 5000, QuotaBytes: 1 << 20, QuotaMsgsPerMin: 0, QuotaReserve: 25, QuotaWorkerMsgShare: 40,
+			SlotShare: 3, SlotWaitSec: 30, QuotaEvents: 5000, QuotaBytes: 1 << 20, QuotaMsgsPerMin: 0, QuotaReserve: 25, QuotaWorkerMsgShare: 40, QuotaWorkerShare: 30,
 			BudgetMode: events.BudgetModeNested, RerouteEndedAttempts: true,
 		},
 		ModelCatalogFile: catalog, MaxFrame: 1024, OutboundQueueCap: 4096, Limits: defaultLimits, Store: StorePebble,
@@ -262,6 +263,8 @@ func TestLoadInvalid(t *testing.T) {
 		{"quota reserve high", []string{"--quota-reserve", "51"}, []string{"--quota-reserve: 51 is outside 0..50"}},
 		{"quota reserve negative", []string{"--quota-reserve", "-1"}, []string{"--quota-reserve: -1 is outside 0..50"}},
 		{"worker message share high", []string{"--quota-worker-msg-share", "101"}, []string{"--quota-worker-msg-share: 101 is outside 0..100"}},
+		{"worker share high", []string{"--quota-worker-share", "101"}, []string{"--quota-worker-share: 101 is outside 0..100"}},
+		{"worker share negative", []string{"--quota-worker-share", "-1"}, []string{"--quota-worker-share: -1 is outside 0..100"}},
 		{"grace negative", []string{"--settle-grace", "-1s"}, []string{"--settle-grace: -1s is outside 0s..86400s"}},
 		{"grace high", []string{"--settle-grace", "25h"}, []string{"--settle-grace: 25h0m0s is outside 0s..86400s"}},
 		{"max-frame low", []string{"--max-frame", "1023"}, []string{"--max-frame: 1023 is outside 1024..1048576"}},

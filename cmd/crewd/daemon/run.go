@@ -327,7 +327,8 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 		"settleGraceSec", engineConfig.SettleGraceSec, "slotShare", engineConfig.SlotShare,
 		"slotWaitSec", engineConfig.SlotWaitSec, "quotaEvents", engineConfig.QuotaEvents,
 		"quotaBytes", engineConfig.QuotaBytes, "quotaMsgsPerMin", engineConfig.QuotaMsgsPerMin,
-		"quotaReserve", engineConfig.QuotaReserve, "quotaWorkerMsgShare", engineConfig.QuotaWorkerMsgShare)
+		"quotaReserve", engineConfig.QuotaReserve, "quotaWorkerMsgShare", engineConfig.QuotaWorkerMsgShare,
+		"quotaWorkerShare", engineConfig.QuotaWorkerShare)
 	serveCtx, stopServing := context.WithCancel(ctx)
 	defer stopServing()
 	if mallocTrims {
