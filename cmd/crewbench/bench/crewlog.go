@@ -63,6 +63,9 @@ func benchConfig(slots int) projections.Config {
 	// events, 256 MiB by default) would refuse them after some 12 seconds at 64 clients: the alternatives have no
 	// such quota, so crewlog's are set where no window reaches them, and still checked for every command.
 	cfg.QuotaEvents, cfg.QuotaBytes = benchQuota, benchQuota
+	// crewd's shares of one worker, so that every admission (a worker's) pays for their checks as under crewd.
+	cfg.QuotaWorkerMsgShare, cfg.QuotaWorkerShare = projections.DefaultQuotaWorkerMsgShare,
+		projections.DefaultQuotaWorkerShare
 	return cfg
 }
 
