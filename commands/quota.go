@@ -198,16 +198,26 @@ func overQuota(s *projections.State, runID string, g Growth, env *Env) (events.R
 // the actor's task appended to the run as its actor (projections.State.WorkerAppended).
 func overWorkerShare(s *projections.State, runID string, g Growth, env *Env) (events.RunQuotaExceeded, bool) {
 	cfg, limit := env.Config, quotaLimit(env)
+	mine := func(quota int64) int64 {
+		if quota <= 0 {
+			return 0
+		}
+		return workerShareLimit(env, limit(quota))
+	}
+	eventsMine, bytesMine := mine(cfg.QuotaEvents), mine(cfg.QuotaBytes)
+	if eventsMine == 0 && bytesMine == 0 {
+		return events.RunQuotaExceeded{}, false // NB: no share applies, so the run's tasks are not looked up
+	}
 	evs, bytes := s.WorkerAppended(runID, env.Actor.TaskID)
-	if mine := workerShareLimit(env, limit(cfg.QuotaEvents)); cfg.QuotaEvents > 0 && mine > 0 && g.Events > 0 &&
-		evs+g.Events > mine {
-		return events.RunQuotaExceeded{Quota: events.QuotaWorkerEvents, Used: evs, Adding: g.Events, Max: mine}, true
+	if eventsMine > 0 && g.Events > 0 && evs+g.Events > eventsMine {
+		return events.RunQuotaExceeded{Quota: events.QuotaWorkerEvents, Used: evs, Adding: g.Events,
+			Max: eventsMine}, true
 	}
 	// NB: without a g.Bytes > 0 guard, as the run's bytes quota: a wind-down's text can take a worker past its
 	// share, and the measured command that would bring one round again is refused then.
-	if mine := workerShareLimit(env, limit(cfg.QuotaBytes)); cfg.QuotaBytes > 0 && mine > 0 &&
-		bytes+g.Bytes > mine {
-		return events.RunQuotaExceeded{Quota: events.QuotaWorkerBytes, Used: bytes, Adding: g.Bytes, Max: mine}, true
+	if bytesMine > 0 && bytes+g.Bytes > bytesMine {
+		return events.RunQuotaExceeded{Quota: events.QuotaWorkerBytes, Used: bytes, Adding: g.Bytes,
+			Max: bytesMine}, true
 	}
 	return events.RunQuotaExceeded{}, false
 }
@@ -234,27 +244,30 @@ func quotaLimit(env *Env) func(quota int64) int64 {
 func percentOf(n, pct int64) int64 { return n/100*pct + n%100*pct/100 }
 
 // workerShareLimit is what of part, the workers' part of the events or the bytes quota, env's actor may have
-// appended on its own: config quotaWorkerShare percent of it (at least 1: a part too small to split is not
-// shared out). 0 when none applies: not a worker of a task, or no share (0, or 100 and more, which is no limit of
-// its own).
+// appended on its own: config quotaWorkerShare percent of it (workerPart).
 func workerShareLimit(env *Env, part int64) int64 {
-	share := int64(env.Config.QuotaWorkerShare)
-	if env.Actor.Role != events.RoleWorker || env.Actor.TaskID == "" || share <= 0 || share >= MaxQuotaWorkerShare {
-		return 0
-	}
-	return max(1, percentOf(part, share))
+	return workerPart(env, env.Config.QuotaWorkerShare, MaxQuotaWorkerShare, part)
 }
 
 // workerMsgLimit is what of most, the workers' part of the message rate, env's actor may use on its own: config
-// quotaWorkerMsgShare percent of it (at least 1), and the sender whose messages count against it (the actor's
-// task). 0 and "" when none applies: not a worker, or no share (0, or 100 and more, which is no limit of its own).
+// quotaWorkerMsgShare percent of it (workerPart), and the sender whose messages count against it (the actor's
+// task). 0 and "" when none applies.
 func workerMsgLimit(env *Env, most int64) (int64, string) {
-	share := int64(env.Config.QuotaWorkerMsgShare)
-	if env.Actor.Role != events.RoleWorker || env.Actor.TaskID == "" || share <= 0 ||
-		share >= MaxQuotaWorkerMsgShare {
+	mine := workerPart(env, env.Config.QuotaWorkerMsgShare, MaxQuotaWorkerMsgShare, most)
+	if mine == 0 {
 		return 0, ""
 	}
-	return max(1, most*share/100), env.Actor.TaskID
+	return mine, env.Actor.TaskID
+}
+
+// workerPart is share percent of part, a part the run's workers share, that env's actor may use on its own (at
+// least 1: a part too small to split is not shared out). 0 when none applies: not a worker of a task, or no share
+// (0, or whole, the knob's percent that is all of the part and so no limit of its own).
+func workerPart(env *Env, share, whole int, part int64) int64 {
+	if env.Actor.Role != events.RoleWorker || env.Actor.TaskID == "" || share <= 0 || share >= whole {
+		return 0
+	}
+	return max(1, percentOf(part, int64(share)))
 }
 
 // WorkerQuotaShare is what of the quota named quotaName (events.QuotaEvents, QuotaBytes, QuotaMsgRate) cfg gives
