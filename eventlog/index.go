@@ -67,10 +67,14 @@ func appendIndexValue(dst []byte, positions []uint64) []byte {
 
 // decodePositions appends the positions of an index entry to dst.
 func decodePositions(key, value []byte, dst []uint64) ([]uint64, error) {
-	n, value, err := indexCount(key, value)
-	if err != nil {
-		return nil, err
+	// NB: at least one position, and no more than the bytes after the count,
+	// since each delta takes one at least (a damaged count never sizes a
+	// slice).
+	n, w := binary.Uvarint(value)
+	if w <= 0 || n == 0 || n > uint64(len(value)-w) {
+		return nil, corruptf(0, key, "index entry has a bad count")
 	}
+	value = value[w:]
 	prev := uint64(0)
 	for i := uint64(0); i < n; i++ {
 		d, w := binary.Uvarint(value)
@@ -85,18 +89,6 @@ func decodePositions(key, value []byte, dst []uint64) ([]uint64, error) {
 		return nil, corruptf(0, key, "index entry has %d trailing bytes", len(value))
 	}
 	return dst, nil
-}
-
-// indexCount reads the count at the head of an index entry's value and
-// returns it with the deltas after it: at least one position, and no more
-// than the bytes left, since each delta takes one at least (a damaged count
-// never sizes a slice).
-func indexCount(key, value []byte) (uint64, []byte, error) {
-	n, w := binary.Uvarint(value)
-	if w <= 0 || n == 0 || n > uint64(len(value)-w) {
-		return 0, nil, corruptf(0, key, "index entry has a bad count")
-	}
-	return n, value[w:], nil
 }
 
 // lastVersionOf returns the last version covered by an index entry, the
