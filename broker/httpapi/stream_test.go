@@ -349,21 +349,6 @@ func TestStreamResyncWhenBehindItsBudget(t *testing.T) {
 func TestARunsStreamCatchingUpSkipsNoEventTheHubDropped(t *testing.T) {
 	f := newFixture(t, Options{StreamBytes: 2048})
 	hub := &f.srv.streams.hub
-	// awaitHub waits on the hub's own signal until cond holds, publishing with publish before each wait.
-	awaitHub := func(cond func() bool, publish func(i int)) {
-		t.Helper()
-		for i := 0; ; i++ {
-			require.Less(t, i, 1000)
-			hub.mu.Lock()
-			ok, ch := cond(), hub.notify
-			hub.mu.Unlock()
-			if ok {
-				return
-			}
-			publish(i)
-			<-ch
-		}
-	}
 	// Another client's stream, stalled in its first write, keeps the hub following (and dropping) while the run's
 	// stream opens.
 	stalled, stalledDone := openStalled(f)
@@ -371,7 +356,7 @@ func TestARunsStreamCatchingUpSkipsNoEventTheHubDropped(t *testing.T) {
 
 	// The run's last event is at the head; other runs' events then push the ring past it.
 	last := head(f)
-	awaitHub(func() bool { return hub.streams > 0 && hub.first > last+1 }, func(i int) {
+	awaitHub(t, hub, func() bool { return hub.streams > 0 && hub.first > last+1 }, func(i int) {
 		f.do(audittest.Admin, &commands.RunCreate{RunID: fmt.Sprintf("other_%d", i), Team: "other", Goal: "g", Cwd: "/o"})
 	})
 
@@ -389,7 +374,7 @@ func TestARunsStreamCatchingUpSkipsNoEventTheHubDropped(t *testing.T) {
 		t.Fatal("the stream did not catch up within a minute")
 	}
 	var first uint64
-	awaitHub(func() bool { return first != 0 && hub.first > first }, func(i int) {
+	awaitHub(t, hub, func() bool { return first != 0 && hub.first > first }, func(i int) {
 		usage(f, int64(i))
 		if first == 0 {
 			first = head(f)
@@ -399,6 +384,25 @@ func TestARunsStreamCatchingUpSkipsNoEventTheHubDropped(t *testing.T) {
 
 	fr := next(t, frames)
 	require.Equal(t, strconv.FormatUint(first, 10), fr.id, "the run's next event, not skipped: %+v", fr)
+}
+
+// awaitHub waits on the hub's own signal until cond, called under the hub's lock, holds, publishing with publish
+// before each wait (nil: the hub has what it needs, and only its following is waited for).
+func awaitHub(t *testing.T, hub *hub, cond func() bool, publish func(i int)) {
+	t.Helper()
+	for i := 0; ; i++ {
+		require.Less(t, i, 1000)
+		hub.mu.Lock()
+		ok, ch := cond(), hub.notify
+		hub.mu.Unlock()
+		if ok {
+			return
+		}
+		if publish != nil {
+			publish(i)
+		}
+		<-ch
+	}
 }
 
 // unsent is the frame bytes the hub holds after position start.

@@ -93,16 +93,12 @@ func TestAStreamCatchesUpAtMost256EventsAtATime(t *testing.T) {
 	// newest events, and a stream that starts at 0 reads at least its first two batches from the log.
 	hub := &f.srv.streams.hub
 	hub.join()
-	for {
-		hub.mu.Lock()
-		caughtUp, first, ch := hub.next == last+1, hub.first, hub.notify
-		hub.mu.Unlock()
-		if caughtUp {
-			require.Greater(t, first, uint64(2*perRead+1), "the ring holds the newest events only")
-			break
-		}
-		<-ch
-	}
+	var first uint64
+	awaitHub(t, hub, func() bool {
+		first = hub.first
+		return hub.next == last+1
+	}, nil)
+	require.Greater(t, first, uint64(2*perRead+1), "the ring holds the newest events only")
 	hub.leave()
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -151,18 +147,10 @@ func TestTheHubsRingHoldsTwiceTheStreamBudget(t *testing.T) {
 			hub.mu.Lock()
 			joinedAt := hub.first
 			hub.mu.Unlock()
-			for i := 0; ; i++ {
-				require.Less(t, i, 1000)
-				h := head(f)
-				hub.mu.Lock()
-				dropped, ch := hub.first > joinedAt && hub.next == h+1, hub.notify
-				hub.mu.Unlock()
-				if dropped {
-					break
-				}
+			// NB: the engine never takes the hub's lock, so cond may read its head under that lock.
+			awaitHub(t, hub, func() bool { return hub.first > joinedAt && hub.next == head(f)+1 }, func(i int) {
 				tc.publish(f, i)
-				<-ch
-			}
+			})
 			hub.mu.Lock()
 			first, held := hub.first, hub.bytes
 			hub.mu.Unlock()
