@@ -40,17 +40,25 @@ func (c *engineTime) now() time.Time {
 	w, at := c.wall().Round(0), c.elapsed()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.behind || w.Before(c.last) {
-		// NB: only once the wall clock was found behind: a frozen one (a test's) gives its own reading, no more.
-		t := c.last.Add(catchUpPace(max(at-c.lastAt, 0)))
-		// NB: a wall clock further behind than maxHold is followed: most likely one set right after a wrong step
-		// forwards, which the engine's time would otherwise keep for sixteen times that step.
-		if c.behind = w.Before(t) && t.Sub(w) <= maxHold; c.behind {
-			w = t
-		}
+	c.last, c.behind = c.next(w, at)
+	c.lastAt = at
+	return c.last
+}
+
+// next is the engine's time at the wall clock's reading w and the monotonic clock's at, and whether the wall clock
+// is behind it; c.mu held.
+func (c *engineTime) next(w time.Time, at time.Duration) (time.Time, bool) {
+	if !c.behind && !w.Before(c.last) {
+		return w, false
 	}
-	c.last, c.lastAt = w, at
-	return w
+	// NB: only once the wall clock was found behind: a frozen one (a test's) gives its own reading, no more.
+	t := c.last.Add(catchUpPace(max(at-c.lastAt, 0)))
+	// NB: a wall clock further behind than maxHold is followed: most likely one set right after a wrong step
+	// forwards, which the engine's time would otherwise keep for sixteen times that step.
+	if w.Before(t) && t.Sub(w) <= maxHold {
+		return t, true
+	}
+	return w, false
 }
 
 // maxHold is the furthest the wall clock may be behind the engine's time for the engine to hold its time: an NTP

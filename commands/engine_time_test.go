@@ -205,3 +205,12 @@ func TestEngineRetentionPassesThroughAStepBack(t *testing.T) {
 	f.seedRunAs("LATER") // its commit runs an eviction pass
 	f.eng.Read(func(s *projections.State) { require.True(t, s.IsCold("R"), "the ended run went cold") })
 }
+
+// peek is the time now would give, without taking it.
+func (c *engineTime) peek() time.Time {
+	w, at := c.wall().Round(0), c.elapsed()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, _ := c.next(w, at)
+	return t
+}
