@@ -101,7 +101,9 @@ func Methods() []string {
 // bad-params for params of the wrong shape or type) to answer as is, or an
 // error wrapping ErrUnknownMethod. Range checks are left to Decide, except
 // for delegate.request, whose parameter checks SPEC §4.1 puts before
-// anything else. It never panics.
+// anything else; a list the command refuses past a bound is decoded no
+// further than one element past it, which Decide refuses as the whole. It
+// never panics.
 func ParseCommand(name string, params json.RawMessage, c Caller) (Command, error) {
 	m, ok := methods[name]
 	if !ok {
@@ -239,7 +241,7 @@ func parseWaitRequest(p *paramReader, c Caller, runID string) Command {
 	p.ownTask(c)
 	var opts []string
 	if p.has("options") {
-		opts = p.strs("options")
+		opts = p.strs("options", MaxAskOptions)
 	}
 	return &WaitRequest{RunID: runID, TaskID: c.TaskID, Question: p.str("question", true), Options: opts,
 		TimeoutSec: p.optFloat("timeoutSec")}
@@ -268,7 +270,7 @@ func parseRunTransition(p *paramReader, _ Caller, runID string) Command {
 func parseTaskCreate(p *paramReader, _ Caller, runID string) Command {
 	var deps []string
 	if p.has("dependsOn") {
-		deps = p.strs("dependsOn")
+		deps = p.strs("dependsOn", MaxDependsOn)
 	}
 	return &TaskCreate{
 		RunID: runID, TaskID: p.str("taskId", true), Role: p.str("role", true), Agent: p.str("agent", true),
@@ -317,11 +319,11 @@ func parseDelegateCancel(p *paramReader, _ Caller, runID string) Command {
 }
 
 func parseMailboxDeliver(p *paramReader, c Caller, runID string) Command {
-	return &MailboxDeliver{RunID: runID, Recipient: p.mailbox(c), MessageIDs: p.strs("messageIds")}
+	return &MailboxDeliver{RunID: runID, Recipient: p.mailbox(c), MessageIDs: p.strs("messageIds", MaxMessageIDs)}
 }
 
 func parseMailboxAck(p *paramReader, c Caller, runID string) Command {
-	return &MailboxAck{RunID: runID, Recipient: p.mailbox(c), MessageIDs: p.strs("messageIds")}
+	return &MailboxAck{RunID: runID, Recipient: p.mailbox(c), MessageIDs: p.strs("messageIds", MaxMessageIDs)}
 }
 
 // paramReader reads typed fields out of a params object. The first problem
@@ -567,21 +569,16 @@ func (p *paramReader) bool(key string) bool {
 	return string(v) == "true"
 }
 
-// strs reads a required array of strings.
-func (p *paramReader) strs(key string) []string {
+// strs reads a required array of strings, of which the command refuses more than most whatever they hold.
+func (p *paramReader) strs(key string, most int) []string {
 	v, ok := p.get(key, true, "an array of strings")
 	if !ok {
 		return nil
 	}
-	var out []string
-	if v[0] != '[' || json.Unmarshal(v, &out) != nil {
-		p.fail(key, "an array of strings")
-		return nil
-	}
-	return out
+	return p.list(key, v, most, "an array of strings")
 }
 
-// recipients reads msg.send's to: one string or an array of strings.
+// recipients reads msg.send's to: one string or an array of strings (at most MaxRecipients, msg.send refuses more).
 func (p *paramReader) recipients(key string) []string {
 	v, ok := p.get(key, true, "a string or an array of strings")
 	if !ok {
@@ -590,9 +587,32 @@ func (p *paramReader) recipients(key string) []string {
 	if v[0] == '"' {
 		return []string{p.str(key, true)}
 	}
+	return p.list(key, v, MaxRecipients, "a string or an array of strings")
+}
+
+// list decodes v, key's value, as an array of strings (want otherwise), of which the command refuses more than
+// most: only its first most+1 are decoded, so that the command refuses a longer list as it would the whole, and the
+// elements after them are only checked to be strings (or null, read as "", as json.Unmarshal reads them), so the
+// parse refuses what it would refuse of the whole. NB: a list's length is the command's to check (its answer, at the
+// same place among its checks), but decoded whole, a frame of tens of thousands of short strings cost megabytes of
+// slices, and the command held its list, a frame's worth of strings, in the writer's queue until it was refused.
+func (p *paramReader) list(key string, v []byte, most int, want string) []string {
+	if v[0] != '[' {
+		p.fail(key, want)
+		return nil
+	}
+	cut, strs := listPrefix(v, most+1)
+	if !strs {
+		p.fail(key, want)
+		return nil
+	}
+	if cut < len(v) {
+		v = append(v[:cut:cut], ']')
+	}
 	var out []string
-	if v[0] != '[' || json.Unmarshal(v, &out) != nil {
-		p.fail(key, "a string or an array of strings")
+	if json.Unmarshal(v, &out) != nil {
+		p.fail(key, want)
+		return nil
 	}
 	return out
 }
