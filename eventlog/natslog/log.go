@@ -344,8 +344,17 @@ func (l *Log) consume(ctx context.Context, start uint64) (jetstream.MessagesCont
 	// NB: a bounded number of resets: the default retries forever, and a
 	// copier whose server lost its quorum (a partition) would then wait
 	// for it instead of failing, so its crewd never reconnected elsewhere.
-	cons, err := l.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+	//
+	// Its creation is one JetStream API call, bounded by apiTimeout as every
+	// other (apiContext): under the caller's deadline alone (a starting
+	// crewd's --open-timeout), a reply lost while NATS moved the stream's
+	// leader held a start for minutes (found by the cluster's Jepsen run).
+	// The consumer keeps no context of its creation (its resets bound their
+	// own calls).
+	actx, cancel := apiContext(ctx)
+	cons, err := l.stream.OrderedConsumer(actx, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start, MaxResetAttempts: 2})
+	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("natslog: consumer: %w", err)
 	}

@@ -56,6 +56,31 @@ func TestAJetStreamCallWhoseReplyIsLostIsBoundedWhateverTheCallersDeadline(t *te
 	}
 }
 
+// The consumer a copier reads the stream with is created by one JetStream
+// API call, bounded alike: a crewd's start that catches up (cluster.Start)
+// was held past a minute by a consumer create whose reply was lost. The
+// stub's stream answers its info, and takes consumer creates without
+// answering.
+func TestAConsumerCreateWhoseReplyIsLostIsBoundedWhateverTheCallersDeadline(t *testing.T) {
+	nc := stubServer(t)
+	cfg := Config{Stream: "CREWLOG", Existing: true}
+	answerUnavailableTwice(t, nc, "$JS.API.STREAM.INFO."+cfg.Stream, "stream_info_response", stubStreamInfo(cfg, true))
+	st, err := EnsureStream(context.Background(), stubJetStream(t, nc), cfg)
+	require.NoError(t, err)
+	_, err = nc.Subscribe("$JS.API.CONSUMER.>", func(*nats.Msg) {})
+	require.NoError(t, err)
+	bound := apiTimeout
+	apiTimeout = 50 * time.Millisecond
+	t.Cleanup(func() { apiTimeout = bound })
+
+	// NB: a failure here takes the caller's deadline, not the bound.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = (&Log{stream: st}).consume(ctx, 1)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.NoError(t, ctx.Err(), "given up at the call's bound, not at the caller's deadline")
+}
+
 // Open reads the batch the local copy ends with (batchAt), a start's
 // JetStream call as the stream's info is, and asks again while JetStream
 // answers that it is temporarily unavailable. The stub's stream serves its
