@@ -38,9 +38,7 @@ func TestUnavailableJetStreamIsAskedAgain(t *testing.T) {
 // reply of the stream's create or info held its start for. The stub's
 // JetStream takes the requests and never answers.
 func TestAJetStreamCallWhoseReplyIsLostIsBoundedWhateverTheCallersDeadline(t *testing.T) {
-	bound := apiTimeout
-	apiTimeout = 50 * time.Millisecond
-	t.Cleanup(func() { apiTimeout = bound })
+	shortAPITimeout(t)
 	for _, existing := range []bool{true, false} { // the stream's info, its create
 		nc := stubServer(t)
 		cfg := Config{Stream: "CREWLOG", Replicas: 3, Existing: existing}
@@ -69,9 +67,7 @@ func TestAConsumerCreateWhoseReplyIsLostIsBoundedWhateverTheCallersDeadline(t *t
 	require.NoError(t, err)
 	_, err = nc.Subscribe("$JS.API.CONSUMER.>", func(*nats.Msg) {})
 	require.NoError(t, err)
-	bound := apiTimeout
-	apiTimeout = 50 * time.Millisecond
-	t.Cleanup(func() { apiTimeout = bound })
+	shortAPITimeout(t)
 
 	// NB: a failure here takes the caller's deadline, not the bound.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -212,4 +208,11 @@ func answerUnavailableTwice(t *testing.T, nc *nats.Conn, subject, kind string, a
 	})
 	require.NoError(t, err)
 	return &asked
+}
+
+// shortAPITimeout makes apiTimeout 50 ms for t, so a test of a call whose reply is lost is quick.
+func shortAPITimeout(t *testing.T) {
+	bound := apiTimeout
+	apiTimeout = 50 * time.Millisecond
+	t.Cleanup(func() { apiTimeout = bound })
 }
