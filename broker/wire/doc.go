@@ -1,5 +1,5 @@
 // Package wire is the byte format of the crewlog broker protocol: frames, their envelopes and the error-code
-// registry. The broker server and the Go client build on it, and commands walks params with its JSON scanner. It has no sockets, goroutines or state beyond a
+// registry. The broker server and the Go client both build on it. It has no sockets, goroutines or state beyond a
 // Reader's buffer; it imports only the standard library.
 //
 // The protocol is pi-crew's broker protocol version 1 (D§7), kept wire-compatible so a pi-crew runtime can talk to

@@ -239,14 +239,6 @@ func skipString(b []byte, i int) int {
 	return i
 }
 
-// SkipValue returns the index after the value starting at b[i], in valid JSON, and SkipSpace the index of the first
-// byte at or after i that is no JSON whitespace: for a reader of params (commands' lists) that walks a value
-// without decoding it.
-func SkipValue(b []byte, i int) int { return skipValue(b, i) }
-
-// SkipSpace: see SkipValue.
-func SkipSpace(b []byte, i int) int { return skipJSONSpace(b, i) }
-
 // skipValue returns the index after the value starting at b[i], in valid JSON.
 func skipValue(b []byte, i int) int {
 	if i >= len(b) {
