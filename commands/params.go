@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/events/jsonscan"
 )
 
 // ErrUnknownMethod is returned (wrapped, with the method) by ParseCommand for
@@ -601,7 +602,7 @@ func (p *paramReader) list(key string, v []byte, most int, want string) []string
 		p.fail(key, want)
 		return nil
 	}
-	cut, strs := listPrefix(v, most+1)
+	cut, strs := jsonscan.ListPrefix(v, most+1)
 	if !strs {
 		p.fail(key, want)
 		return nil

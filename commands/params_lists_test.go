@@ -70,30 +70,3 @@ func TestAListIsDecodedNoFurtherThanOnePastItsBound(t *testing.T) {
 		})
 	}
 }
-
-// TestListPrefixAgreesWithUnmarshal: listPrefix tells the arrays json.Unmarshal reads into a []string, whatever their
-// spaces, escapes and nested values, and its cut leaves the array of their first n elements.
-func TestListPrefixAgreesWithUnmarshal(t *testing.T) {
-	for _, arr := range []string{
-		`[]`, `[ ]`, `["a"]`, `[ "a" , "b" ,"c"]`, "[\n\t\"a\\\"],[{\",\r\n null ,\"\\\\\"]", `[null,null]`,
-		`["a",1]`, `[-1,"a"]`, `["a",true]`, `[false]`, `["a",["b"]]`, `[{"a":["]"]},"b"]`, `["a",{"b":"}"}]`,
-		`["[", "]", "{", "}", ","]`, `["\u2028", "\"", "\\"]`,
-	} {
-		var whole []string
-		wantStrs := json.Unmarshal([]byte(arr), &whole) == nil
-		for n := 1; n <= 6; n++ {
-			cut, strs := listPrefix([]byte(arr), n)
-			require.Equal(t, wantStrs, strs, "%s", arr)
-			if !wantStrs {
-				continue
-			}
-			prefix := []byte(arr)
-			if cut < len(arr) {
-				prefix = append(prefix[:cut:cut], ']')
-			}
-			var got []string
-			require.NoError(t, json.Unmarshal(prefix, &got), "%s cut at %d", arr, cut)
-			require.Equal(t, whole[:min(n, len(whole))], got, "%s, %d", arr, n)
-		}
-	}
-}

@@ -30,14 +30,17 @@ var allowedImports = map[string][]string{
 	"projections":       {"events", "eventlog", "events/msgpackappend"},
 	// A leaf: a string appended as json.Marshal encodes it, for commands' results and broker/wire's encoders.
 	"events/jsonstring": {},
+	// A leaf: the scanner of valid JSON behind broker/wire's frames and the bounded lists of the broker's and
+	// commands' params.
+	"events/jsonscan": {},
 	"commands": {"events", "projections", "eventlog", "events/msgpackappend", "events/msgpacklen",
-		"events/jsonstring"},
+		"events/jsonstring", "events/jsonscan"},
 	// A crewd of a JetStream cluster: the engine over the JetStream log.
 	"commands/cluster": {"commands", "events", "projections", "eventlog", "eventlog/natslog"},
 	"migrations":       {"events", "eventlog"},
 	// The pi-crew import writes events directly: no commands, no projections.
 	"migrations/picrew": {"events", "eventlog"},
-	"broker/wire":       {"events/jsonstring"},
+	"broker/wire":       {"events/jsonstring", "events/jsonscan"},
 	// Per-key turns: the broker's and the HTTP API's per-credential limits.
 	"broker/internal/turns": {},
 	"broker":                {"commands", "projections", "events", "eventlog", "broker/wire", "broker/internal/turns"},

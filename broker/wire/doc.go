@@ -1,6 +1,7 @@
 // Package wire is the byte format of the crewlog broker protocol: frames, their envelopes and the error-code
 // registry. The broker server and the Go client both build on it. It has no sockets, goroutines or state beyond a
-// Reader's buffer; it imports only the standard library.
+// Reader's buffer; it imports only the standard library and two leaves of events: jsonstring, its strings' encoder,
+// and jsonscan, its scanner of valid JSON.
 //
 // The protocol is pi-crew's broker protocol version 1 (D§7), kept wire-compatible so a pi-crew runtime can talk to
 // crewlog, plus the resync frame of SPEC §5.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/crewlog/crewlog/events/jsonscan"
 )
 
 // Framing errors. All four mean the byte stream can no longer be trusted: the broker closes the connection without
@@ -37,7 +39,7 @@ func checkFrame(line []byte) error {
 	if !utf8.Valid(line) {
 		return malformed("invalid UTF-8")
 	}
-	if i := skipSpace(line); i == len(line) || line[i] != '{' {
+	if i := jsonscan.SkipSpace(line, 0); i == len(line) || line[i] != '{' {
 		return malformed("not a JSON object")
 	}
 	if !validJSON(line) {
@@ -46,9 +48,6 @@ func checkFrame(line []byte) error {
 	return nil
 }
 
-// skipSpace returns the index of the first byte of b that is not JSON whitespace.
-func skipSpace(b []byte) int { return skipJSONSpace(b, 0) }
-
 // isBlank reports a line holding only JSON whitespace. pi-crew skips empty lines; a line of spaces would fail its
 // JSON.parse, but skipping it too costs nothing and cannot change the meaning of any frame.
-func isBlank(b []byte) bool { return skipSpace(b) == len(b) }
+func isBlank(b []byte) bool { return jsonscan.SkipSpace(b, 0) == len(b) }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"unicode/utf8"
+
+	"github.com/crewlog/crewlog/events/jsonscan"
 )
 
 // MaxIDLen is the longest request id, in UTF-16 code units (see UTF16Len).
@@ -168,21 +170,21 @@ func Members(obj []byte, known map[string]string, each func(key string, value []
 // eachMember calls fn with the quoted key and the raw value of every top-level member of obj, valid JSON, in
 // order; it reports false when obj is not an object.
 func eachMember(obj []byte, fn func(key, value []byte)) bool {
-	i := after(obj, 0)
+	i := jsonscan.SkipSpace(obj, 0)
 	if i == len(obj) || obj[i] != '{' {
 		return false
 	}
-	i = after(obj, i+1)
+	i = jsonscan.SkipSpace(obj, i+1)
 	for i < len(obj) && obj[i] == '"' {
-		keyEnd := skipString(obj, i)
+		keyEnd := jsonscan.SkipString(obj, i)
 		key := obj[i:keyEnd]
-		i = after(obj, keyEnd)
-		i = after(obj, i+1) // the colon
-		valEnd := skipValue(obj, i)
+		i = jsonscan.SkipSpace(obj, keyEnd)
+		i = jsonscan.SkipSpace(obj, i+1) // the colon
+		valEnd := jsonscan.SkipValue(obj, i)
 		fn(key, obj[i:valEnd])
-		i = after(obj, valEnd)
+		i = jsonscan.SkipSpace(obj, valEnd)
 		if i < len(obj) && obj[i] == ',' {
-			i = after(obj, i+1)
+			i = jsonscan.SkipSpace(obj, i+1)
 		}
 	}
 	return true
@@ -221,53 +223,6 @@ func jsonString(raw []byte) (string, bool) {
 		return "", false
 	}
 	return s, true
-}
-
-// after returns the index of the first non-space byte of b at or after i.
-func after(b []byte, i int) int { return skipJSONSpace(b, i) }
-
-// skipString returns the index after the string starting at b[i] (a quote), in valid JSON.
-func skipString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return i
-}
-
-// skipValue returns the index after the value starting at b[i], in valid JSON.
-func skipValue(b []byte, i int) int {
-	if i >= len(b) {
-		return i
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for ; i < len(b); i++ {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1
-				}
-			}
-		}
-		return i
-	}
-	for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && b[i] != ' ' && b[i] != '\t' && b[i] != '\n' &&
-		b[i] != '\r' {
-		i++ // a number or a literal
-	}
-	return i
 }
 
 // ValidMethod reports whether name matches pi-crew's method syntax ^[a-zA-Z][a-zA-Z0-9._-]{0,63}$. A name that

@@ -1,11 +1,10 @@
 package wire
 
+import "github.com/crewlog/crewlog/events/jsonscan"
+
 // maxNesting is the deepest nesting of arrays and objects validJSON accepts: encoding/json's own limit, so that a
 // frame json.Valid refuses for its depth is refused here too.
 const maxNesting = 10000
-
-// jsonSpace marks the bytes JSON allows between tokens.
-var jsonSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
 
 // stringPlain marks the bytes a JSON string holds as they are: anything but the quote, the backslash and the
 // control characters. Bytes of 0x80 and above are taken as they are, as json.Valid takes them (the frame's UTF-8 is
@@ -27,7 +26,7 @@ var stringPlain = func() (t [256]bool) {
 func validJSON(b []byte) bool {
 	var objects [maxNesting/64 + 1]uint64 // bit d: the container open at depth d is an object
 	depth := 0
-	i := skipJSONSpace(b, 0)
+	i := jsonscan.SkipSpace(b, 0)
 	for {
 		// A value starts at b[i].
 		if i >= len(b) {
@@ -38,7 +37,7 @@ func validJSON(b []byte) bool {
 			if depth == maxNesting {
 				return false
 			}
-			i = skipJSONSpace(b, i+1)
+			i = jsonscan.SkipSpace(b, i+1)
 			if c == '{' {
 				objects[depth/64] |= 1 << (depth % 64)
 			} else {
@@ -85,7 +84,7 @@ func validJSON(b []byte) bool {
 		}
 		// A value ended at b[i]: close the containers it ends, and find where the next value starts.
 		for {
-			i = skipJSONSpace(b, i)
+			i = jsonscan.SkipSpace(b, i)
 			if depth == 0 {
 				return i == len(b)
 			}
@@ -95,7 +94,7 @@ func validJSON(b []byte) bool {
 			object := objects[(depth-1)/64]&(1<<((depth-1)%64)) != 0
 			switch {
 			case b[i] == ',':
-				i = skipJSONSpace(b, i+1)
+				i = jsonscan.SkipSpace(b, i+1)
 				if object {
 					var ok bool
 					if i, ok = memberKey(b, i); !ok {
@@ -123,18 +122,11 @@ func memberKey(b []byte, i int) (int, bool) {
 	if !ok {
 		return i, false
 	}
-	i = skipJSONSpace(b, i)
+	i = jsonscan.SkipSpace(b, i)
 	if i >= len(b) || b[i] != ':' {
 		return i, false
 	}
-	return skipJSONSpace(b, i+1), true
-}
-
-func skipJSONSpace(b []byte, i int) int {
-	for i < len(b) && jsonSpace[b[i]] {
-		i++
-	}
-	return i
+	return jsonscan.SkipSpace(b, i+1), true
 }
 
 func hasLiteral(b []byte, i int, lit string) bool {
@@ -229,9 +221,9 @@ func appendCompact(dst, raw []byte) ([]byte, bool) {
 		switch c := raw[i]; {
 		case c == '"':
 			i, _ = skipJSONString(raw, i) // valid: the string ends
-		case jsonSpace[c]:
+		case jsonscan.IsSpace(c):
 			dst = append(dst, raw[start:i]...)
-			i = skipJSONSpace(raw, i)
+			i = jsonscan.SkipSpace(raw, i)
 			start = i
 		default:
 			i++
