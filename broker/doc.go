@@ -136,7 +136,9 @@
 //     may issue can take everyone's budget) and ≤ GlobalInboundBytes, every connection's together (inbound.go: a
 //     reader without room in one of them reads no more and waits, holding none of the others', writeTimeout at
 //     most, then its connection closes as for a line over the cap, at once when its client closes); waits
-//     and subscriptions bounded per connection and credential; params bounded by ParseCommand and the handlers;
+//     and subscriptions bounded per connection and credential; params bounded by ParseCommand and the handlers, a
+//     list decoded no further than one element past its bound by ParseCommand, and refused past it before it is
+//     decoded by the handlers (params.strs), so a frame of tens of thousands of short strings costs no slice of them;
 //     pacing buckets only for keys charged recently (a full bucket is deleted, pacer.go), so processes that each
 //     send one refused hello leave none behind once their buckets refill; a credential's or a run's outbound and
 //     inbound budgets only while it has connections.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/crewlog/crewlog/broker/wire"
 	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/events/jsonscan"
 	"github.com/crewlog/crewlog/projections"
 )
 
@@ -128,19 +129,30 @@ func (p *params) str(key string, required bool, max int) string {
 
 // strs reads an optional array of at most n strings of 1..max chars each. A refusal names both bounds: one string
 // too long is refused as the whole array is.
+//
+// NB: an array is counted, and its elements checked to be strings (or null), before it is decoded (stringsWithin,
+// which allocates nothing): decoded whole, a frame of tens of thousands of one-char strings cost megabytes of slices
+// before its count refused it, and so did one behind an element that is no string, which json.Unmarshal decodes past.
+// The answer is the one the whole array got: every refusal here is the same.
 func (p *params) strs(key string, n, max int) []string {
 	v, ok := p.get(key)
 	if !ok {
 		return nil
 	}
 	var out []string
-	if v[0] != '[' || json.Unmarshal(v, &out) != nil || len(out) > n || slices.ContainsFunc(out, func(s string) bool {
-		return s == "" || utf8.RuneCountInString(s) > max
-	}) {
+	if v[0] != '[' || !stringsWithin(v, n) || json.Unmarshal(v, &out) != nil ||
+		slices.ContainsFunc(out, func(s string) bool { return s == "" || utf8.RuneCountInString(s) > max }) {
 		p.fail(key, "an array of at most "+itoa(int64(n))+" strings of 1.."+itoa(int64(max))+" chars")
 		return nil
 	}
 	return out
+}
+
+// stringsWithin reports whether arr, a JSON array in valid JSON, holds at most n elements, each a string or null
+// (what json.Unmarshal reads into a []string), without decoding them.
+func stringsWithin(arr []byte, n int) bool {
+	cut, strs := jsonscan.ListPrefix(arr, n)
+	return strs && cut == len(arr)
 }
 
 // strict refuses keys no read asked for.

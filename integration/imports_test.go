@@ -43,7 +43,8 @@ var allowedImports = map[string][]string{
 	"broker/wire":       {"events/jsonstring", "events/jsonscan"},
 	// Per-key turns: the broker's and the HTTP API's per-credential limits.
 	"broker/internal/turns": {},
-	"broker":                {"commands", "projections", "events", "eventlog", "broker/wire", "broker/internal/turns"},
+	"broker": {"commands", "projections", "events", "eventlog", "broker/wire", "broker/internal/turns",
+		"events/jsonscan"},
 	// The HTTP API reads what the broker and crewctl read; it decides nothing.
 	"broker/httpapi":       {"broker", "commands", "projections", "events", "eventlog", "audit", "broker/internal/turns"},
 	"broker/httpapi/webui": {},

@@ -1,6 +1,6 @@
 // Package jsonscan walks JSON without decoding it: where whitespace ends, where a value ends, and how much of an
-// array a bounded parse needs. It is the one scanner behind broker/wire's reading of frames and commands' bounded
-// reading of the lists a client sends, which may not import each other.
+// array a bounded parse needs. It is the one scanner behind broker/wire's reading of frames and the bounded reading
+// of the lists a client sends, in the broker's own params and in commands' parse, which may not import each other.
 // A leaf: it imports nothing of crewlog.
 //
 // # Guarantees
