@@ -233,3 +233,35 @@ func TestNoWaitAnswerDecidedAfterTheCredentialEndedAheadOfTheFeed(t *testing.T) 
 	release()
 	w.closed()
 }
+
+// TestARequestAheadOfTheFeedIsRefusedOnceItsCredentialEnded: a request that comes after its credential ended, while
+// the feed, which ends the credential's connections, has not got to the end yet, is refused as its hello would be
+// now (docs/protocol.md: every later request first re-checks its credential against the newest durable state), with
+// the request's id, and the connection closes: a ping is not answered pong, a read reads nothing, a command records
+// nothing.
+func TestARequestAheadOfTheFeedIsRefusedOnceItsCredentialEnded(t *testing.T) {
+	requests := map[string]map[string]any{
+		"ping":         nil,
+		"events.since": {"sinceSeq": 0},
+		"query.slots":  {},
+		"escalate":     {"body": "after the end"},
+	}
+	for _, tc := range endsOfP {
+		for method, params := range requests {
+			t.Run(tc.name+"/"+method, func(t *testing.T) {
+				f, _, o, w := endingRun(t)
+				entered, release := f.holdFeed()
+				tc.end(o)
+				<-entered // the end is published; the feed has ended nothing yet
+				head := f.eng.Head()
+
+				r := w.call(method, params)
+				require.NotNil(t, r.Error, "%s answered after its credential ended: %s", method, r.Result)
+				require.Equal(t, tc.code, r.Error.Code, r.Error.Message)
+				w.closed()
+				require.Equal(t, head, f.eng.Head(), "recorded after the credential ended")
+				release()
+			})
+		}
+	}
+}
