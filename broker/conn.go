@@ -91,7 +91,10 @@ type conn struct {
 	placed     place                // its place from its hello's authentication on (claimPlace; server's mu)
 	peerPID    int                  // the connecting process (SO_PEERCRED)
 	subCounted bool                 // counted in the credential's subscriptions (under the server's mu)
-	boundAt    uint64               // the published head at hello: mailbox pushes are of later messages (server's mu)
+	// givenBack: its credential ended, and it counts against no limit any more, though its final frame may not be
+	// written yet (giveBackEnded; server's mu).
+	givenBack bool
+	boundAt   uint64 // the published head at hello: mailbox pushes are of later messages (server's mu)
 
 	// members is the map the reader split its last command's params into, kept empty for the next (runCommand
 	// takes it while it fills it, and gives it back emptied only after a command it could parse): reader only, and
@@ -435,7 +438,8 @@ type finalError struct {
 // terminate ends the connection after one error frame with id "" (it answers no request). If the reader is
 // serving a request, the frame follows that request's answer, so an answer already decided is never replaced;
 // otherwise it is queued now. Either way no request is served after it, pushes stop (the queue refuses them),
-// and waits and the subscription end when the writer has written it and closed the connection.
+// and waits and the subscription end when the writer has written it and closed the connection. A connection whose
+// credential ended gives back its places at once (giveBackEnded), without waiting for that write.
 func (c *conn) terminate(we *wire.Error, reason closeReason) {
 	c.mu.Lock()
 	if c.ending != nil {
@@ -446,6 +450,9 @@ func (c *conn) terminate(we *wire.Error, reason closeReason) {
 	serving := c.serving
 	c.mu.Unlock()
 	c.out.endPushes() // now, not when the final frame is queued: nothing published from here on reaches the client
+	if reason == reasonEnded {
+		c.s.giveBackEnded(c)
+	}
 	if !serving {
 		c.out.pushFinal(errorFrame("", we, c.s.opts.MaxFrame), reason)
 	}

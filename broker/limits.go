@@ -155,6 +155,37 @@ func (s *Server) unclaimPlace(c *conn) {
 	c.placed = place{}
 }
 
+// giveBackEnded gives back the places c, a connection whose credential has ended (terminate), holds against the
+// limits: its connection's (MaxConns, its run's, its credential's), its waits' and its subscription's. It serves
+// nothing more, but it closes only once its final frame is written, behind the answer it may be writing, and a
+// client that reads nothing holds that write for up to the write timeout: the places of a task's re-issued credential
+// (which counts against the same key) and of its run were held meanwhile, and the new credential's connections
+// refused. Its bytes stay counted until it closes (its outbound and inbound bounds). Idempotent; a wait or a
+// subscription c takes after it is counted against no credential.
+func (s *Server) giveBackEnded(c *conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.givenBack {
+		return
+	}
+	c.givenBack = true
+	s.unclaimPlace(c)
+	k := credKey(c.id)
+	if k == "" {
+		return
+	}
+	if c.subCounted {
+		decrement(s.credSubs, k)
+		c.subCounted = false
+	}
+	c.mu.Lock()
+	waits := c.waits
+	c.mu.Unlock()
+	for range waits {
+		decrement(s.credWaits, k)
+	}
+}
+
 // refuse writes the one frame of a connection over MaxConns or MaxPendingPerPeer. The socket is new, so its send
 // buffer is empty and the write does not block; the deadline is a guard for the accept loop, which must never wait
 // on a client.
@@ -190,7 +221,7 @@ func (c *conn) acquireWait() error {
 			"too many task.waitStatus requests in flight for this credential (limit %d)", s.opts.MaxWaitsPerCredential)
 	}
 	c.waits++
-	if k != "" {
+	if k != "" && !c.givenBack {
 		s.credWaits[k]++
 	}
 	return nil
@@ -204,7 +235,7 @@ func (c *conn) releaseWait() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.waits--
-	if k := credKey(c.id); k != "" {
+	if k := credKey(c.id); k != "" && !c.givenBack {
 		decrement(s.credWaits, k)
 	}
 }
@@ -223,7 +254,7 @@ func (c *conn) acquireSubscription(sub *subscription) (old *subscription, err er
 		// run and would not give the count back, which would hold one of the credential's places for good.
 		return nil, errConnClosed
 	}
-	if k := credKey(c.id); !c.subCounted && k != "" {
+	if k := credKey(c.id); !c.subCounted && !c.givenBack && k != "" {
 		if s.credSubs[k] >= s.opts.MaxSubscriptionsPerCredential {
 			return nil, wire.Errorf(wire.CodeTooManySubscriptions,
 				"too many subscriptions for this credential (limit %d)", s.opts.MaxSubscriptionsPerCredential)

@@ -1,0 +1,91 @@
+package broker
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// stall makes the connection of w, task P's newest, wait in a write its socket does not take, for as long as the
+// fixture's write timeout: its socket buffers a few KiB, and w reads nothing of a page of R's events many times that.
+// It returns the connection's server side, its reader serving that page.
+func (f *fixture) stall(w *client) *conn {
+	f.t.Helper()
+	f.streamUsage(f.t, 200)
+	c := f.newestConn(taskP)
+	require.NoError(f.t, c.nc.SetWriteBuffer(4<<10))
+	w.sendLine(`{"id":"page","method":"events.since","params":{"sinceSeq":0}}`)
+	require.Eventually(f.t, func() bool {
+		c.mu.Lock()
+		serving := c.serving
+		c.mu.Unlock()
+		c.out.mu.Lock()
+		defer c.out.mu.Unlock()
+		// NB: the page, not the answer before it, which may still count as being written after it was read.
+		return serving && c.out.busy && c.out.held > 16<<10
+	}, guard, time.Millisecond, "the page's write never waited")
+	return c
+}
+
+// TestAnEndedCredentialsStalledConnectionHoldsNoPlace: a connection whose client reads nothing when its credential
+// ends cannot be written its final frame until the write timeout cuts it off; meanwhile it held its places — the
+// credential's connection, wait and subscription places, its run's and the daemon's — so the worker given a new credential for the
+// task was refused too-many-connections, and too-many-waits, for up to the write timeout after the end, by
+// connections that serve nothing more. The places are given back as the connection ends, before its final frame,
+// which it is still sent once its client reads.
+func TestAnEndedCredentialsStalledConnectionHoldsNoPlace(t *testing.T) {
+	for _, tc := range endsOfP {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, fixtureOpts{opts: Options{MaxConnsPerCredential: 1}, write: time.Hour})
+			s := f.seed()
+			o := f.dialOrchestrator(s)
+			w := f.dial()
+			w.hello(runR, taskP, s.p)
+			w.sendLine(`{"id":"wait","method":"task.waitStatus","params":{"taskId":"Q","until":"completed",` +
+				`"timeoutMs":60000}}`)
+			w.ok("ping", nil) // served in order: the wait is in progress
+			// NB: of a type the test commits none of: the subscription stays, and pushes nothing to the socket.
+			w.ok("events.subscribe", map[string]any{"sinceSeq": f.eng.Head(), "types": []any{"steer.pushed"}})
+			c := f.stall(w)
+
+			k := workerKey(taskP)
+			type places struct{ all, workers, run, cred, waits, subs int }
+			read := func() places {
+				f.srv.mu.Lock()
+				defer f.srv.mu.Unlock()
+				return places{f.srv.places, f.srv.workers, f.srv.runConns[runR], f.srv.credConns[k],
+					f.srv.credWaits[k], f.srv.credSubs[k]}
+			}
+			// NB: the orchestrator's connection holds a place throughout.
+			require.Equal(t, places{all: 2, workers: 1, run: 1, cred: 1, waits: 1, subs: 1}, read(), "before the end")
+
+			tc.end(o)
+			require.Eventually(t, func() bool { return read() == places{all: 1} }, guard, time.Millisecond,
+				"the ended connection holds places: %+v", read())
+			c.mu.Lock()
+			require.NotNil(t, c.ending, "the connection is ending")
+			c.mu.Unlock()
+			want := places{all: 1}
+			if tc.name == "re-issued" {
+				// The task's new credential, of the same key, gets in, and its wait is counted.
+				fresh := f.dial()
+				fresh.hello(runR, taskP, o.ok("credential.issue", map[string]any{"taskId": taskP})["token"].(string))
+				fresh.sendLine(`{"id":"wait","method":"task.waitStatus","params":{"taskId":"Q",` +
+					`"until":"completed","timeoutMs":60000}}`)
+				fresh.ok("ping", nil)
+				want = places{all: 2, workers: 1, run: 1, cred: 1, waits: 1}
+			}
+			// The client reads again: it is answered the page, then the one final frame, and the connection closes,
+			// giving back nothing twice.
+			require.Nil(t, w.answerOf("page").Error)
+			w.endsWith(tc.code)
+			require.Eventually(t, func() bool {
+				f.srv.mu.Lock()
+				defer f.srv.mu.Unlock()
+				return !f.srv.isOpen(c)
+			}, guard, time.Millisecond, "the ended connection was not forgotten")
+			require.Equal(t, want, read())
+		})
+	}
+}
