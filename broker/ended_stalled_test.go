@@ -30,16 +30,20 @@ func (f *fixture) stall(w *client) *conn {
 
 // TestAnEndedCredentialsStalledConnectionHoldsNoPlace: a connection whose client reads nothing when its credential
 // ends cannot be written its final frame until the write timeout cuts it off; meanwhile it held its places — the
-// credential's connection, wait and subscription places, its run's and the daemon's — so the worker given a new credential for the
-// task was refused too-many-connections, and too-many-waits, for up to the write timeout after the end, by
-// connections that serve nothing more. The places are given back as the connection ends, before its final frame,
-// which it is still sent once its client reads.
+// credential's connection, wait and subscription places, its run's and the daemon's — and the bytes of the answer it
+// was writing against its credential's and its run's outbound budgets, so the worker given a new credential for the
+// task was refused too-many-connections, and too-many-waits, and the run's other workers were short of its budget,
+// for up to the write timeout after the end, by connections that serve nothing more. The places and those bytes are given back as the connection ends, before its
+// final frame, which it is still sent once its client reads.
 func TestAnEndedCredentialsStalledConnectionHoldsNoPlace(t *testing.T) {
 	for _, tc := range endsOfP {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, fixtureOpts{opts: Options{MaxConnsPerCredential: 1}, write: time.Hour})
 			s := f.seed()
 			o := f.dialOrchestrator(s)
+			// q, another worker of the run, shares its budgets and limits with w; it goes on unless the run ends.
+			q := f.dial()
+			q.hello(runR, taskQ, s.q)
 			w := f.dial()
 			w.hello(runR, taskP, s.p)
 			w.sendLine(`{"id":"wait","method":"task.waitStatus","params":{"taskId":"Q","until":"completed",` +
@@ -58,15 +62,38 @@ func TestAnEndedCredentialsStalledConnectionHoldsNoPlace(t *testing.T) {
 					f.srv.credWaits[k], f.srv.credSubs[k]}
 			}
 			// NB: the orchestrator's connection holds a place throughout.
-			require.Equal(t, places{all: 2, workers: 1, run: 1, cred: 1, waits: 1, subs: 1}, read(), "before the end")
+			require.Equal(t, places{all: 3, workers: 2, run: 2, cred: 1, waits: 1, subs: 1}, read(), "before the end")
+			// outBytes is what the credential's and the run's outbound budgets count (0: no budget, no connection).
+			outBytes := func() (cred, run int64) {
+				f.srv.mu.Lock()
+				defer f.srv.mu.Unlock()
+				if b := f.srv.credOut[k]; b != nil {
+					cred = b.used.Load()
+				}
+				if b := f.srv.runOut[runR]; b != nil {
+					run = b.used.Load()
+				}
+				return cred, run
+			}
+			cred, run := outBytes()
+			require.Greater(t, cred, int64(16<<10), "the page's bytes count against the credential's budget")
+			require.Greater(t, run, int64(16<<10), "and against the run's")
 
 			tc.end(o)
-			require.Eventually(t, func() bool { return read() == places{all: 1} }, guard, time.Millisecond,
+			others := 1 // q
+			if tc.name == "run completed" {
+				others = 0
+			}
+			want := places{all: 1 + others, workers: others, run: others}
+			require.Eventually(t, func() bool { return read() == want }, guard, time.Millisecond,
 				"the ended connection holds places: %+v", read())
+			cred, run = outBytes()
+			require.Zero(t, cred, "the ended connection's bytes count against its credential's budget")
+			require.Zero(t, run, "the ended connection's bytes count against its run's budget")
+			require.Greater(t, f.srv.outBudget.used.Load(), int64(16<<10), "and still against the daemon's")
 			c.mu.Lock()
 			require.NotNil(t, c.ending, "the connection is ending")
 			c.mu.Unlock()
-			want := places{all: 1}
 			if tc.name == "re-issued" {
 				// The task's new credential, of the same key, gets in, and its wait is counted.
 				fresh := f.dial()
@@ -74,7 +101,7 @@ func TestAnEndedCredentialsStalledConnectionHoldsNoPlace(t *testing.T) {
 				fresh.sendLine(`{"id":"wait","method":"task.waitStatus","params":{"taskId":"Q",` +
 					`"until":"completed","timeoutMs":60000}}`)
 				fresh.ok("ping", nil)
-				want = places{all: 2, workers: 1, run: 1, cred: 1, waits: 1}
+				want = places{all: 3, workers: 2, run: 2, cred: 1, waits: 1}
 			}
 			// The client reads again: it is answered the page, then the one final frame, and the connection closes,
 			// giving back nothing twice.

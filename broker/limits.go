@@ -156,12 +156,14 @@ func (s *Server) unclaimPlace(c *conn) {
 }
 
 // giveBackEnded gives back the places c, a connection whose credential has ended (terminate), holds against the
-// limits: its connection's (MaxConns, its run's, its credential's), its waits' and its subscription's. It serves
-// nothing more, but it closes only once its final frame is written, behind the answer it may be writing, and a
-// client that reads nothing holds that write for up to the write timeout: the places of a task's re-issued credential
-// (which counts against the same key) and of its run were held meanwhile, and the new credential's connections
-// refused. Its bytes stay counted until it closes (its outbound and inbound bounds). Idempotent; a wait or a
-// subscription c takes after it is counted against no credential.
+// limits: its connection's (MaxConns, its run's, its credential's), its waits' and its subscription's, and the
+// outbound bytes it holds of its credential's and its run's budgets. It serves nothing more, but it closes only once
+// its final frame is written, behind the answer it may be writing, and a client that reads nothing holds that write
+// for up to the write timeout: the places and bytes of a task's re-issued credential (which counts against the same
+// key) and of its run were held meanwhile, and the new credential's connections refused. Its outbound bytes count
+// against the daemon's budget alone from then on, and its reader's inbound bytes stay counted until it closes, each
+// within its connection's bounds. Idempotent; a wait or a subscription c takes after it is counted against no
+// credential.
 func (s *Server) giveBackEnded(c *conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -171,8 +173,14 @@ func (s *Server) giveBackEnded(c *conn) {
 	c.givenBack = true
 	s.unclaimPlace(c)
 	k := credKey(c.id)
-	if k == "" {
+	if k == "" || !c.bound {
 		return
+	}
+	c.out.leave(s.credOut[k])
+	leaveBudget(s.credOut, k)
+	if rk := runKey(c.id); rk != "" {
+		c.out.leave(s.runOut[rk])
+		leaveBudget(s.runOut, rk)
 	}
 	if c.subCounted {
 		decrement(s.credSubs, k)

@@ -112,6 +112,21 @@ func (q *outbound) share(b *outboundBudget) {
 	b.used.Add(int64(q.held))
 }
 
+// leave stops counting the connection's bytes against b, giving back those it holds of it: its credential's budget
+// or its run's, as its credential ends (Server.giveBackEnded). Nothing to do for a budget it does not count against.
+func (q *outbound) leave(b *outboundBudget) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	i := slices.Index(q.budgets[:], b)
+	if b == nil || q.closed || i < 0 {
+		return
+	}
+	b.used.Add(-int64(q.held))
+	// NB: the others move up, so that the budgets are the first ones, nil after the last.
+	copy(q.budgets[i:], q.budgets[i+1:])
+	q.budgets[len(q.budgets)-1] = nil
+}
+
 // admit counts f against the bounds if it fits, with q.mu held.
 func (q *outbound) admit(f []byte) bool {
 	if q.held == 0 { // a connection may always hold one frame, whatever the budgets

@@ -69,6 +69,35 @@ func TestOutboundCredentialBudget(t *testing.T) {
 	require.Zero(t, global.used.Load())
 }
 
+// TestOutboundLeaveGivesBackABudgetsBytes: a connection that leaves a budget gives back what it holds of it, the
+// batch being written included, and counts nothing more against it, while it goes on counting against the others;
+// its write and its close then give back nothing twice.
+func TestOutboundLeaveGivesBackABudgetsBytes(t *testing.T) {
+	global, cred, run := &outboundBudget{limit: 1000}, &outboundBudget{limit: 1000}, &outboundBudget{limit: 1000}
+	q := newOutbound(256, 500, global)
+	q.share(cred)
+	q.share(run)
+	require.True(t, q.tryPush(frameOf(60)))
+	_, _, _, ok := q.take(nil, nil)
+	require.True(t, ok)
+	require.True(t, q.tryPush(frameOf(40)))
+
+	q.leave(cred)
+	require.Zero(t, cred.used.Load(), "what it held of the budget it left")
+	require.Equal(t, int64(100), run.used.Load())
+	require.True(t, q.tryPush(frameOf(30)))
+	require.Zero(t, cred.used.Load(), "a push after it left")
+	q.written(60)
+	require.Zero(t, cred.used.Load())
+	require.Equal(t, int64(70), run.used.Load())
+	require.Equal(t, int64(70), global.used.Load())
+	q.leave(cred) // not among its budgets any more
+	q.close()
+	for _, b := range []*outboundBudget{global, cred, run} {
+		require.Zero(t, b.used.Load())
+	}
+}
+
 // TestOutboundRunBudget: the connections of two credentials of one run share its budget too: it refuses a push
 // that fits their connections', their credentials' and the daemon's budgets, and takes nothing from any of them;
 // closing gives every byte back.
