@@ -69,8 +69,8 @@
 //     a task's end or a delegation's settlement: that task's or shadow task's workers') and ends the refused ones
 //     with ONE error frame (id "": revoked or stale-token), after the answer
 //     of a request being served; an ended connection gives back its places (connection, waits, subscription) and
-//     its bytes of its credential's and its run's outbound budgets as it ends, not once that frame is written,
-//     which a client that reads nothing holds for up to the write timeout (giveBackEnded). A subscription checks the credential against the state it reads up to, so no
+//     its bytes of its credential's and its run's outbound and inbound budgets as it ends, not once that frame is
+//     written, which a client that reads nothing holds for up to the write timeout (giveBackEnded). A subscription checks the credential against the state it reads up to, so no
 //     event published with or after the change is pushed; a method's every read of the state checks the
 //     credential in that same read (call.read), so a page read (events.since, msg.inbox, query.*, proxy.result),
 //     which may wait for its credential's turn as long as the client keeps the turns busy, answers nothing

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -113,6 +114,59 @@ func TestAnEndedCredentialsStalledConnectionHoldsNoPlace(t *testing.T) {
 				return !f.srv.isOpen(c)
 			}, guard, time.Millisecond, "the ended connection was not forgotten")
 			require.Equal(t, want, read())
+		})
+	}
+}
+
+// TestAnEndedCredentialsStalledReaderHoldsNoInboundBytes: a connection whose writer waits on a client that reads
+// nothing, while its reader holds part of a long line the client sends, held those bytes against its credential's and
+// its run's inbound budgets after its credential ended, until the write timeout closed it, so a new credential of the
+// task (which counts against the same budget) and the run's other workers were short of them meanwhile. The reader
+// leaves both budgets as the connection ends.
+func TestAnEndedCredentialsStalledReaderHoldsNoInboundBytes(t *testing.T) {
+	for _, tc := range endsOfP {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, fixtureOpts{write: time.Hour})
+			s := f.seed()
+			o := f.dialOrchestrator(s)
+			q := f.dial() // another worker of the run: the run's budget lives on with it, unless the run ends
+			q.hello(runR, taskQ, s.q)
+			r := f.dial()
+			r.hello(runR, taskP, s.p)
+			c := f.newestConn(taskP)
+			require.NoError(t, c.nc.SetWriteBuffer(4<<10))
+			o.ok("msg.send", map[string]any{"to": taskP, "body": strings.Repeat("m", 64<<10)}) // pushed to r, unread
+			go r.nc.Write([]byte(`{"id":"long","method":"ping","params":"` + strings.Repeat("x", 100<<10)))
+			k := workerKey(taskP)
+			// inUse is what the credential's and the run's inbound budgets count (0: no budget, no connection).
+			inUse := func() (cred, run int64) {
+				f.srv.mu.Lock()
+				defer f.srv.mu.Unlock()
+				if b := f.srv.credIn[k]; b != nil {
+					cred = b.inUse()
+				}
+				if b := f.srv.runIn[runR]; b != nil {
+					run = b.inUse()
+				}
+				return cred, run
+			}
+			require.Eventually(t, func() bool {
+				cred, run := inUse()
+				c.out.mu.Lock()
+				defer c.out.mu.Unlock()
+				return cred > 0 && run > 0 && c.out.busy && c.out.held > 16<<10
+			}, guard, time.Millisecond, "the long line is not held, or the push is written")
+
+			tc.end(o)
+			require.Eventually(t, func() bool {
+				cred, run := inUse()
+				return cred == 0 && run == 0
+			}, guard, time.Millisecond, "the ended connection's line is held against its budgets")
+			require.Positive(t, f.srv.inBudget.inUse(), "and still against the daemon's")
+			c.mu.Lock()
+			require.NotNil(t, c.ending, "the connection is ending")
+			c.mu.Unlock()
+			r.nc.Close()
 		})
 	}
 }

@@ -246,7 +246,8 @@ func (s *inboundShare) Take(n int) bool {
 		wait = min(wait, time.Until(s.until))
 	}
 	s.mu.Lock()
-	// NB: a copy: share, which changes them, is called by the reader between two lines, never during a Take.
+	// NB: a copy: share, which changes them, is called by the reader between two lines, never during a Take; leave
+	// may be, and the end of the Take sees to it.
 	budgets, closed := s.budgets, s.closed
 	s.mu.Unlock()
 	if closed {
@@ -273,6 +274,11 @@ func (s *inboundShare) Take(n int) bool {
 	if s.closed {
 		releaseAll(budgets[:], int64(n))
 		return false
+	}
+	for _, b := range budgets {
+		if b != nil && !slices.Contains(s.budgets[:], b) {
+			b.release(int64(n)) // NB: left meanwhile (leave): what it took of it is not held against it
+		}
 	}
 	s.held += int64(n)
 	return true
@@ -315,7 +321,9 @@ func (s *inboundShare) share(b *inboundBudget) {
 }
 
 // leave stops counting the reader's bytes against b, giving back those it holds of b: the budget of the connections
-// before their hello, which it leaves at its bind. Called by the reader (its hello's bind), between two lines.
+// before their hello, which it leaves at its bind (the reader, between two lines), and its credential's and its run's,
+// which it leaves as its credential ends (Server.giveBackEnded, while the reader may be in a Take, which then gives
+// back what it took of b). Nothing to do for a budget it does not count against.
 func (s *inboundShare) leave(b *inboundBudget) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -239,6 +239,30 @@ func TestInboundSharesGiveBackOnceToEachBudget(t *testing.T) {
 	}
 }
 
+// TestAReaderThatLeavesABudgetDuringATakeHoldsNothingOfIt: a reader that leaves a budget while it waits for its room
+// (its connection's credential ended) is given the room by a release and keeps nothing of it once its Take ends,
+// holding its chunk against the budgets it still counts against.
+func TestAReaderThatLeavesABudgetDuringATakeHoldsNothingOfIt(t *testing.T) {
+	global, cred := &inboundBudget{limit: 1000}, &inboundBudget{limit: 100}
+	cred.add(100) // another reader's
+	sh := &inboundShare{budgets: [maxBudgets]*inboundBudget{global, cred}, done: make(chan struct{}), wait: guard}
+	took := make(chan bool)
+	go func() { took <- sh.Take(50) }()
+	require.Eventually(t, func() bool {
+		cred.mu.Lock()
+		defer cred.mu.Unlock()
+		return len(cred.waiters) == 1
+	}, guard, time.Millisecond, "the Take does not wait for the credential's room")
+	sh.leave(cred)
+	cred.release(100) // the other reader's line ends: its room is counted for the Take
+	require.True(t, <-took)
+	require.Zero(t, cred.inUse(), "the budget the reader left holds its chunk")
+	require.Equal(t, int64(50), global.inUse())
+	sh.Release(50)
+	require.Zero(t, global.inUse())
+	require.Zero(t, cred.inUse())
+}
+
 // TestInboundShareOptions: a credential's share of the inbound budget defaults to a sixteenth of it, at least a
 // frame (so a line of the cap can end), and a run's to a quarter, at least a credential's, both at most the whole;
 // a share given is taken within those bounds, and anything else is refused naming it.

@@ -156,14 +156,13 @@ func (s *Server) unclaimPlace(c *conn) {
 }
 
 // giveBackEnded gives back the places c, a connection whose credential has ended (terminate), holds against the
-// limits: its connection's (MaxConns, its run's, its credential's), its waits' and its subscription's, and the
-// outbound bytes it holds of its credential's and its run's budgets. It serves nothing more, but it closes only once
-// its final frame is written, behind the answer it may be writing, and a client that reads nothing holds that write
-// for up to the write timeout: the places and bytes of a task's re-issued credential (which counts against the same
-// key) and of its run were held meanwhile, and the new credential's connections refused. Its outbound bytes count
-// against the daemon's budget alone from then on, and its reader's inbound bytes stay counted until it closes, each
-// within its connection's bounds. Idempotent; a wait or a subscription c takes after it is counted against no
-// credential.
+// limits: its connection's (MaxConns, its run's, its credential's), its waits' and its subscription's, and the bytes
+// it holds of its credential's and its run's outbound and inbound budgets. It serves nothing more, but it closes only
+// once its final frame is written, behind the answer it may be writing, and a client that reads nothing holds that
+// write for up to the write timeout: the places and bytes of a task's re-issued credential (which counts against the
+// same key) and of its run were held meanwhile, and the new credential's connections refused. Its bytes count against
+// the daemon's budgets alone from then on, within its connection's bounds. Idempotent; a wait or a subscription c
+// takes after it is counted against no credential.
 func (s *Server) giveBackEnded(c *conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -178,9 +177,17 @@ func (s *Server) giveBackEnded(c *conn) {
 	}
 	c.out.leave(s.credOut[k])
 	leaveBudget(s.credOut, k)
+	if b := s.credIn[k]; b != nil {
+		c.in.leave(b)
+	}
+	leaveBudget(s.credIn, k)
 	if rk := runKey(c.id); rk != "" {
 		c.out.leave(s.runOut[rk])
 		leaveBudget(s.runOut, rk)
+		if b := s.runIn[rk]; b != nil {
+			c.in.leave(b)
+		}
+		leaveBudget(s.runIn, rk)
 	}
 	if c.subCounted {
 		decrement(s.credSubs, k)
