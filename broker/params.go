@@ -18,22 +18,31 @@ import (
 // params reads the params of a method the broker serves itself. The first problem is kept and later reads are
 // no-ops, so handlers read straight through and check err once. pi-crew's methods tolerate unknown keys (a
 // pi-crew client may send more than crewlog reads); crewlog's query.* methods refuse them (strict).
+//
+// NB: the params are read where they are, never decoded into a map: a read walks the object for its key (the last
+// of a key repeated, as a map would keep it), and strict walks it once for the least key no read asked for. A map
+// cost every key a client made up — a frame's worth, tens of thousands — a string and an entry, megabytes per request
+// before a worker's query was even refused as forbidden, held at once by as many requests as the credential's
+// connections; the walks cost a pass over the frame each (a handler reads a handful of keys), which its size is
+// charged for (requestCost), and allocate nothing but a buffer of the longest escaped key (wire.EachMember).
 type params struct {
 	method string
-	m      map[string]json.RawMessage
-	read   map[string]bool
+	obj    []byte   // the params object; nil when none was given (absent or null)
+	read   []string // the keys asked for, a handful
 	err    error
 }
 
 func readParams(cl *call) *params {
-	p := &params{method: cl.method, m: map[string]json.RawMessage{}, read: map[string]bool{}}
+	p := &params{method: cl.method}
 	raw := bytes.TrimSpace(cl.params)
 	if len(raw) == 0 || string(raw) == "null" {
 		return p
 	}
-	if raw[0] != '{' || json.Unmarshal(raw, &p.m) != nil {
+	if raw[0] != '{' || !json.Valid(raw) {
 		p.err = badParams(p.method, "params must be an object")
+		return p
 	}
+	p.obj = raw
 	return p
 }
 
@@ -45,9 +54,19 @@ func (p *params) fail(key, want string) {
 
 // get returns key's value; absent and null both mean "not given".
 func (p *params) get(key string) (json.RawMessage, bool) {
-	p.read[key] = true
-	v, ok := p.m[key]
-	if p.err != nil || !ok || string(v) == "null" {
+	if !slices.Contains(p.read, key) {
+		p.read = append(p.read, key)
+	}
+	if p.err != nil || p.obj == nil {
+		return nil, false
+	}
+	var v []byte
+	wire.EachMember(p.obj, func(k, value []byte) {
+		if string(k) == key { // NB: the last one, as a map would keep
+			v = value
+		}
+	})
+	if v == nil || string(v) == "null" {
 		return nil, false
 	}
 	return v, true
@@ -155,21 +174,32 @@ func stringsWithin(arr []byte, n int) bool {
 	return strs && cut == len(arr)
 }
 
-// strict refuses keys no read asked for.
+// strict refuses keys no read asked for, naming the least of them.
 func (p *params) strict() {
-	if p.err != nil {
+	if p.err != nil || p.obj == nil {
 		return
 	}
-	keys := make([]string, 0)
-	for k := range p.m {
-		if !p.read[k] {
-			keys = append(keys, k)
+	var least []byte // NB: a copy: the key given to the walk's func is valid only until it returns
+	found := false
+	wire.EachMember(p.obj, func(k, _ []byte) {
+		if (!found || string(k) < string(least)) && !p.asked(k) {
+			least, found = append(least[:0], k...), true
+		}
+	})
+	if found {
+		p.err = badParams(p.method, "unknown field %q", least)
+	}
+}
+
+// asked reports whether a read asked for key k. NB: compared as bytes, not made a string for slices.Contains: a string
+// longer than a few dozen bytes would be allocated, for every key.
+func (p *params) asked(k []byte) bool {
+	for _, r := range p.read {
+		if string(k) == r {
+			return true
 		}
 	}
-	if len(keys) > 0 {
-		slices.Sort(keys)
-		p.err = badParams(p.method, "unknown field %q", keys[0])
-	}
+	return false
 }
 
 // run is the run a request is about: the credential's, or for the admin params.runId (required). A runId naming

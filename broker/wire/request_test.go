@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -140,6 +141,42 @@ func TestMembers(t *testing.T) {
 				require.Equal(t, tc.object, object)
 				require.Equal(t, tc.want, got)
 			}
+			var each []member
+			require.Equal(t, tc.object, EachMember([]byte(tc.obj), func(k, v []byte) {
+				each = append(each, member{string(k), string(v)})
+			}))
+			require.Equal(t, tc.want, each, "EachMember")
+		})
+	}
+}
+
+// TestEachMemberAllocatesOneBuffer: EachMember allocates nothing for keys without an escape, and for escaped ones one
+// buffer, grown to the longest and reused, however many members: a frame of keys a client made up costs no string a
+// key, as Members' decoding costs.
+func TestEachMemberAllocatesOneBuffer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		key  string
+		most float64
+	}{
+		{"plain", `"k%d"`, 0},
+		{"escaped", `"\u006b%d"`, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := []byte{'{'}
+			for i := range 10000 {
+				if i > 0 {
+					obj = append(obj, ',')
+				}
+				obj = fmt.Appendf(obj, tc.key+`:[%d]`, i, i)
+			}
+			obj = append(obj, '}')
+			n := 0
+			require.LessOrEqual(t, testing.AllocsPerRun(10, func() {
+				n = 0
+				EachMember(obj, func(k, v []byte) { n++ })
+			}), tc.most)
+			require.Equal(t, 10000, n)
 		})
 	}
 }

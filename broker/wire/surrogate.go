@@ -1,6 +1,10 @@
 package wire
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/crewlog/crewlog/events/jsonscan"
+)
 
 // HoldsLoneSurrogate reports whether raw, a JSON text, holds a string with a lone UTF-16 surrogate: a \uD800..\uDBFF
 // escape not followed at once by a \uDC00..\uDFFF one, or one of the latter not preceded by one of the former.
@@ -27,14 +31,14 @@ func HoldsLoneSurrogate(raw []byte) bool {
 			i += 2
 			continue
 		}
-		u, ok := escapedUnit(raw, i)
+		u, ok := jsonscan.EscapedUnit(raw, i)
 		switch {
 		case !ok:
 			return false
 		case 0xdc00 <= u && u <= 0xdfff:
 			return true
 		case 0xd800 <= u && u <= 0xdbff:
-			if low, ok := escapedUnit(raw, i+6); !ok || low < 0xdc00 || low > 0xdfff {
+			if low, ok := jsonscan.EscapedUnit(raw, i+6); !ok || low < 0xdc00 || low > 0xdfff {
 				return true
 			}
 			i += 12
@@ -42,27 +46,4 @@ func HoldsLoneSurrogate(raw []byte) bool {
 			i += 6
 		}
 	}
-}
-
-// escapedUnit returns the UTF-16 unit of the \uXXXX escape at raw[i], and false when there is none.
-func escapedUnit(raw []byte, i int) (uint16, bool) {
-	if len(raw)-i < 6 || raw[i] != '\\' || raw[i+1] != 'u' {
-		return 0, false
-	}
-	var u uint16
-	for _, c := range raw[i+2 : i+6] {
-		var d byte
-		switch {
-		case '0' <= c && c <= '9':
-			d = c - '0'
-		case 'a' <= c && c <= 'f':
-			d = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			d = c - 'A' + 10
-		default:
-			return 0, false
-		}
-		u = u<<4 | uint16(d)
-	}
-	return u, true
 }
