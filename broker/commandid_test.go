@@ -27,6 +27,8 @@ func TestSplitParams(t *testing.T) {
 		{"not a string", `{"commandId":7}`, "", "", true},
 		{"empty", `{"commandId":""}`, "", "", true},
 		{"value mentions it", `{"body":"commandId"}`, "", `{"body":"commandId"}`, false},
+		{"of the keys no command reads, the least", `{"zz":1,"prompt":"p","y":2,"x":3,"x":4,"\u0077":5}`, "",
+			`{"prompt":"p","w":5}`, false},
 		{"not an object", `null`, "", "", false},
 	}
 	for _, c := range cases {
@@ -53,16 +55,20 @@ func TestSplitParams(t *testing.T) {
 }
 
 // A connection keeps its map of members for the next command only while it is as small as a command's params are.
+// NB: the keys of every command, which are kept all (splitParams keeps only the least of the others).
 func TestSplitParamsKeepsNoGrownMap(t *testing.T) {
 	var params strings.Builder
 	params.WriteString(`{"commandId":"c"`)
-	for i := range maxReusedMembers + 1 {
-		fmt.Fprintf(&params, `,"k%d":%d`, i, i)
+	for k := range commandParamKeys {
+		if k != "commandId" {
+			fmt.Fprintf(&params, `,%q:1`, k)
+		}
 	}
 	params.WriteString("}")
 	_, members, err := splitParams("delegate.request", json.RawMessage(params.String()), nil)
 	require.NoError(t, err)
-	require.Len(t, members, maxReusedMembers+1)
+	require.Len(t, members, len(commandParamKeys)-1)
+	require.Greater(t, len(members), maxReusedMembers)
 	require.Nil(t, reusable(members))
 	_, members, err = splitParams("delegate.request", json.RawMessage(`{"prompt":"p","commandId":"c"}`), nil)
 	require.NoError(t, err)

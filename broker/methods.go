@@ -556,22 +556,38 @@ const maxCommandID = eventlog.MaxIDLen
 // commandId (ParseMembers refuses unknown keys of crewlog's methods), which it returns. members is nil when params
 // are not an object. One scan, no decoding to a map by reflection: every command over the socket takes this path.
 // reuse, when not nil, is a map splitParams empties and fills rather than making one (the connection's previous).
+//
+// members holds the keys some command reads (commandParamKeys), and of every other key only the least: no parse
+// reads those, and a strict method's refusal names the least key its parse did not read (ParseMembers), which is
+// the least of them or a key some other command reads. NB: a member of every key, a frame's worth of keys a client
+// made up (tens of thousands), cost an entry and a string each, megabytes per request before the role was even
+// checked, held at once by as many requests as the credential's connections; the keys are compared where they are
+// (wire.EachMember), and only the least other one is copied.
 func splitParams(method string, params json.RawMessage, reuse map[string]json.RawMessage) (
 	commandID string, members map[string]json.RawMessage, err error) {
-	var id []byte
+	var (
+		id, least, leastValue []byte
+		other                 bool // least holds the least key no command reads
+	)
 	members = reuse
 	if members == nil {
 		members = make(map[string]json.RawMessage, 8)
 	}
 	clear(members)
-	if !wire.Members(params, commandParamKeys, func(k string, v []byte) {
-		if k == "commandId" {
+	if !wire.EachMember(params, func(k, v []byte) {
+		switch known, ok := commandParamKeys[string(k)]; { // NB: a lookup by string(bytes) does not allocate
+		case known == "commandId":
 			id = v // the last one, as a map would keep
-		} else {
-			members[k] = v
+		case ok:
+			members[known] = v
+		case !other || string(k) <= string(least): // NB: the last value of that key, as a map would keep
+			least, leastValue, other = append(least[:0], k...), v, true
 		}
 	}) {
 		return "", nil, nil
+	}
+	if other {
+		members[string(least)] = leastValue
 	}
 	if id != nil && string(id) != "null" {
 		if id[0] != '"' || !unquote(id, &commandID) || commandID == "" || len(commandID) > maxCommandID {

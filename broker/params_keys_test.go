@@ -23,23 +23,28 @@ func madeUpKeys(maxFrame int, key func(i int) string) []byte {
 	return append(b, '}')
 }
 
+// madeUpKeySpellings are the spellings of made-up keys (madeUpKeys) that cost a reader the most: short ones, the most
+// of them; escaped ones, each decoded; and ones each less than the one before, each the least so far (long ones
+// too), with the least of them (unchecked when "").
+var madeUpKeySpellings = []struct {
+	name  string
+	key   func(i int) string
+	least string
+}{
+	{"plain", func(i int) string { return fmt.Sprintf(`"%x"`, i) }, "0"},
+	{"escaped", func(i int) string { return fmt.Sprintf(`"\u0061%x"`, i) }, "a0"},
+	{"each less than the one before", func(i int) string { return fmt.Sprintf(`"%x"`, 1<<30-i) }, ""},
+	{"long, each less than the one before",
+		func(i int) string { return fmt.Sprintf(`"%s%x"`, strings.Repeat("k", 100), 1<<30-i) }, ""},
+}
+
 // TestParamsOfMadeUpKeysCostNoMap: the params of a method the broker serves itself, a frame's worth of keys none of its
 // reads asks for, are read and refused ("unknown field", the least of them) without a map of them: decoded to one,
 // 22,830 keys cost 3.9 MB per request (15 times the frame), before a worker's query was even refused as forbidden,
 // and a credential's MaxConnsPerCredential connections (64), a request in flight each within its burst, held a
 // quarter of a gigabyte at once. Each key is now compared where it is, an escaped one decoded into one buffer.
 func TestParamsOfMadeUpKeysCostNoMap(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		key   func(i int) string
-		least string
-	}{
-		{"plain", func(i int) string { return fmt.Sprintf(`"%x"`, i) }, "0"},
-		{"escaped", func(i int) string { return fmt.Sprintf(`"\u0061%x"`, i) }, "a0"},
-		{"each less than the one before", func(i int) string { return fmt.Sprintf(`"%x"`, 1<<30-i) }, ""},
-		{"long, each less than the one before",
-			func(i int) string { return fmt.Sprintf(`"%s%x"`, strings.Repeat("k", 100), 1<<30-i) }, ""},
-	} {
+	for _, tc := range madeUpKeySpellings {
 		t.Run(tc.name, func(t *testing.T) {
 			raw := madeUpKeys(wire.DefaultMaxFrame, tc.key)
 			var before, after runtime.MemStats

@@ -74,9 +74,9 @@
 //     DecodeRequest and Response.UnmarshalJSON do, in one scan, without checking again what ReadFrame checked; fuzz
 //     tests hold each to the decoding it replaces. ReadRequestInPlace (the broker's) is ReadRequest with the params
 //     left in the Reader's buffer, valid until its next read.
-//   - Members and EachMember split a valid JSON object into its members, each key decoded as encoding/json decodes
-//     it (a fuzz test holds both to decoding the object into a map); EachMember allocates nothing per member, its
-//     keys aliasing the object or decoded into one buffer it reuses.
+//   - EachMember splits a valid JSON object into its members, each key decoded as encoding/json decodes it (a fuzz
+//     test holds it to decoding the object into a map), allocating nothing per member: its keys alias the object or
+//     are decoded into one buffer it reuses.
 //   - AppendFrame encodes requests, success responses and pushes without reflection, byte for byte as
 //     encoding/json does (fuzz tests compare them), and anything else through encoding/json. A CompactResponse's
 //     result is copied as it is: that it is compact, valid JSON is its producer's word (the broker's events.since).

@@ -147,35 +147,17 @@ func lastMembers(obj []byte, keys []string, vals [][]byte) (ok bool) {
 	})
 }
 
-// Members calls each with the key, decoded, and the raw value of every top-level member of obj, in order. obj must
-// be valid JSON, as the params of a decoded Request are; Members reports false, calling nothing, when it is not an
-// object. The values alias obj.
-//
-// The broker splits the params of every command this way, taking out the commandId in the same pass, where
-// decoding them to a map and encoding them again cost more than the command's own parse.
-//
-// known, when not nil, maps key names to themselves: a key spelled as one of them (no escape, the same bytes) is
-// given as known's string, so the keys a caller expects cost no allocation; any other key is decoded.
-func Members(obj []byte, known map[string]string, each func(key string, value []byte)) bool {
-	return eachMember(obj, func(key, value []byte) {
-		if k, ok := known[string(key[1:len(key)-1])]; ok { // NB: a lookup by string(bytes) does not allocate
-			each(k, value)
-			return
-		}
-		k, _ := jsonString(key)
-		each(k, value)
-	})
-}
-
 // EachMember calls fn with the key, decoded, and the raw value of every top-level member of obj, in order; obj must
 // be valid JSON, as the params of a decoded Request are, and EachMember reports false, calling nothing, when it is not
 // an object. The values alias obj, and so does a key without an escape; a key with one is decoded into a buffer
 // reused from one member to the next: a key is valid only until fn returns (copy what is kept).
 //
-// Why: nothing is allocated per member, where Members makes a string of every key it does not know (and
-// json.Unmarshal's state for one with an escape): a frame's worth of keys a client made up, tens of thousands, cost
-// megabytes per request so, which a credential's connections multiply. Only the buffer grows, to the longest escaped
-// key.
+// The broker splits the params of every command this way, taking out the commandId in the same pass, where
+// decoding them to a map and encoding them again cost more than the command's own parse; and reads the params of the
+// methods it serves itself so. Why a buffer: nothing is allocated per member, where a string of every key (and
+// json.Unmarshal's state for one with an escape) made a frame's worth of keys a client made up, tens of thousands,
+// cost megabytes per request, which a credential's connections multiply. Only the buffer grows, to the longest
+// escaped key.
 func EachMember(obj []byte, fn func(key, value []byte)) bool {
 	var buf []byte
 	return eachMember(obj, func(key, value []byte) {
