@@ -143,7 +143,8 @@ func TestMessageFloodHitsRunQuota(t *testing.T) {
 }
 
 // TestLongDelegationsCannotStarveAnotherRun: run A takes the whole pool with day-long delegations while nobody
-// waits. Run B is refused and from then on waits; a worker or orchestrator sees only its own run's slot holders.
+// waits. Run B is refused and from then on waits; a worker or orchestrator sees only its own run's slot holders,
+// and is forbidden to name the other run.
 // The admin cancels one of A's delegations by subId alone and settles it; then A floods delegate.request while B
 // retries: whatever the interleaving, A (holding its share) never gets the free slot and B does.
 func TestLongDelegationsCannotStarveAnotherRun(t *testing.T) {
@@ -162,6 +163,10 @@ func TestLongDelegationsCannotStarveAnotherRun(t *testing.T) {
 	require.Equal(t, 2.0, waiter.ok("query.slots", nil)["held"], "the pool is daemon-wide")
 	require.Equal(t, []any{}, waiterOrch.ok("query.slots", nil)["subIds"], "nor to another run's orchestrator")
 	require.Equal(t, 2.0, waiterOrch.ok("query.slots", nil)["held"], "the pool is daemon-wide")
+	// Naming the other run is no way to its holders: forbidden, as every request naming another run.
+	waiter.fails("query.slots", map[string]any{"runId": "A"}, wire.CodeForbidden)
+	waiterOrch.fails("query.slots", map[string]any{"runId": "A"}, wire.CodeForbidden)
+	require.Equal(t, []any{}, waiter.ok("query.slots", map[string]any{"runId": "B"})["subIds"])
 
 	admin := f.dial()
 	admin.helloAdmin()
