@@ -32,13 +32,32 @@ func accountHistoryOf(taskID string, h projections.LedgerHistory) accountHistory
 
 // query.ledger {limit?, cursor?} → {accounts, nextCursor?, hasMore, total}; with taskId, that account's history
 // {taskId, reservations, charges, nextCursor?, hasMore, total}, paged over its reservations then its charges.
+//
+// NB: an account whose history could not fit in a frame, whatever its entries hold (historyWithin), is read without
+// it (projections.LedgerPageWithin), not copied under the engine's read lock and encoded to learn it does not fit: one
+// task's metered delegations may fill most of its run, and its orchestrator's every page, one unit, cost them all.
 func handleQueryLedger(cl *call) (any, error) {
-	return queryRunPage(cl, "accounts", (*projections.State).LedgerPage,
-		func(a projections.Account) wireAccount { return wireAccount{Account: a} },
-		omission[wireAccount]{room: pageBudget(cl), omit: func(w *wireAccount) {
+	room := pageBudget(cl)
+	return queryRunPage(cl, "accounts",
+		func(st *projections.State, runID string, f projections.PageFilter) (projections.Page[projections.AccountInPage],
+			error) {
+			return st.LedgerPageWithin(runID, f, historyWithin(room))
+		},
+		func(a projections.AccountInPage) wireAccount {
+			return wireAccount{Account: a.Account, HistoryOmitted: a.HistoryOmitted}
+		},
+		omission[wireAccount]{room: room, omit: func(w *wireAccount) {
 			w.Reservations, w.Charges, w.HistoryOmitted = nil, nil, true
 		}}, ledgerHistory)
 }
+
+// minHistoryEntry is the shortest entry of an account's history as JSON: a reservation's keys, an empty subId and
+// one-digit numbers (a charge has more keys).
+const minHistoryEntry = len(`{"subId":"","tokens":0,"at":0}`)
+
+// historyWithin is the most entries of an account's history that may fit in room bytes: an account of more takes more
+// than room with its history, whatever its entries hold, and is sent without it (its omission's room is room).
+func historyWithin(room int) int { return room / minHistoryEntry }
 
 // ledgerHistory pages one account's history with fitPage, as every paged query: its reservations then its
 // charges are one list of entries, and a page that would not fit in a frame is read again with the limit that

@@ -31,7 +31,10 @@
 //     copied, and a filtered total (pending asks, unacknowledged messages) is
 //     kept as the list changes (pendingIndex), not counted per read; a
 //     pending page finds its entries through that index, not by a walk over
-//     the settled ones between them.
+//     the settled ones between them. An account's history, which may hold
+//     most of its run, is copied whole by LedgerPage; LedgerPageWithin
+//     copies it only up to its reader's bound, and gives an account past it
+//     without its history.
 //   - A task is a shadow task iff it was created as one (Task.Kind, from
 //     task.created v2 or delegate.admitted); Task.Shadow is the only test.
 //   - Token sums (the ledger, a run's budget use) saturate instead of

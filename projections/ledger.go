@@ -35,6 +35,13 @@ type Charge struct {
 	At             int64  `json:"at" msgpack:"at"`
 }
 
+// AccountInPage is an account as a page of the ledger gives it (LedgerPageWithin): whole, or, when its history holds
+// more entries than the page copies, without it — Reservations and Charges nil, and HistoryOmitted.
+type AccountInPage struct {
+	Account
+	HistoryOmitted bool `json:"historyOmitted,omitempty"`
+}
+
 // Remaining is what a metered admission may still reserve.
 func (a Account) Remaining() int64 { return a.TokensGranted - a.TokensSpent }
 

@@ -184,6 +184,27 @@ func (s *State) LedgerPage(runID string, f PageFilter) (Page[Account], error) {
 	return pageOf(r.accountOrder, f, func(id string) Account { return *r.accounts[id].clone() })
 }
 
+// LedgerPageWithin is LedgerPage copying an account's history only when it holds at most maxHistory entries
+// (reservations and charges together): one with more is given without it (AccountInPage.HistoryOmitted), its totals
+// whole. Why: a page runs under the engine's read lock and must cost the page, not the run, and one account's
+// history may hold most of its run (a task's every metered delegation, a reservation and a charge each); a reader
+// that sends no history past a bound (the broker's frame) copies none past it.
+func (s *State) LedgerPageWithin(runID string, f PageFilter, maxHistory int) (Page[AccountInPage], error) {
+	r, err := s.lookupRun(runID)
+	if r == nil {
+		return Page[AccountInPage]{}, err
+	}
+	return pageOf(r.accountOrder, f, func(id string) AccountInPage {
+		a := r.accounts[id]
+		if len(a.Reservations)+len(a.Charges) <= maxHistory {
+			return AccountInPage{Account: *a.clone()}
+		}
+		c := *a
+		c.Reservations, c.Charges = nil, nil
+		return AccountInPage{Account: c, HistoryOmitted: true}
+	})
+}
+
 // LedgerHistory is one page of an account's history: its reservations, then
 // its charges, as one list (entries 0..len(reservations)-1 are the
 // reservations). Total is the length of that list.

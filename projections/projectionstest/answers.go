@@ -6,6 +6,7 @@ package projectionstest
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"testing"
@@ -25,8 +26,8 @@ var (
 		"Account", "AccountHistory", "Allocation", "Ask", "Asks", "AsksPage", "Authorize", "Config", "Credential",
 		"LookupCredential", "Credentials", "CredentialsPage",
 		"Delegation", "Delegations", "DelegationsPage", "DueAsks", "InFlight", "IsShadow", "Ledger", "LedgerPage",
-		"LedgerTotals", "Mailbox", "Message", "MessagesSince", "RootSpent", "Run", "LookupRun", "RunStatus",
-		"LookupRunStatus", "RunEndedAt", "Runs", "SlotHolder", "SlotWaiters", "Slots",
+		"LedgerPageWithin", "LedgerTotals", "Mailbox", "Message", "MessagesSince", "RootSpent", "Run", "LookupRun",
+		"RunStatus", "LookupRunStatus", "RunEndedAt", "Runs", "SlotHolder", "SlotWaiters", "Slots",
 		"SlotsHeld", "SlotsHeldBy", "SlotsOf", "StrandedAsks", "Task", "TaskStatus", "TaskAttempt",
 		"LookupTaskStatus", "LookupTaskStatuses", "Tasks", "TasksPage", "LiveTasks", "TaskDependsOn",
 		"RunningTasks",
@@ -195,6 +196,12 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 			p, err := s.LedgerPage(run, f)
 			return p.NextCursor, p, err
 		})
+		for _, most := range []int{0, 1, math.MaxInt} { // no history, the shortest, every one
+			recordPages(t, q, fmt.Sprintf("LedgerPageWithin/%d", most), func(f projections.PageFilter) (string, any, error) {
+				p, err := s.LedgerPageWithin(run, f, most)
+				return p.NextCursor, p, err
+			})
+		}
 		for _, to := range recipients {
 			for _, pending := range []bool{false, true} {
 				var msgs []projections.Message
