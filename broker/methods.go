@@ -392,7 +392,7 @@ func handlePing(*call) (any, error) {
 // copying what the command keeps.
 func runCommand(c *conn, id, method string, params json.RawMessage) (json.RawMessage, error) {
 	// The connection's map is taken while it is filled: a request refused before it is given back (a bad commandId
-	// after thousands of keys) leaves the connection none, rather than the map that request grew.
+	// after the keys of every command) leaves the connection none, rather than the map that request grew.
 	reuse := c.members
 	c.members = nil
 	commandID, members, err := splitParams(method, params, reuse)
@@ -607,8 +607,8 @@ func splitParams(method string, params json.RawMessage, reuse map[string]json.Ra
 const maxReusedMembers = 32
 
 // reusable returns members, emptied, for the connection's next command, or nil when it held more than
-// maxReusedMembers: a map grows and never shrinks, and one a client filled with thousands of keys is not kept for the
-// connection's life. Emptied, so that an idle connection does not keep its last request's values (a prompt of up to
+// maxReusedMembers: a map grows and never shrinks, and one a client filled with the keys of every command (splitParams
+// keeps those, and one other) is not kept for the connection's life. Emptied, so that an idle connection does not keep its last request's values (a prompt of up to
 // a frame) alive: ParseMembers has returned, and what it kept it copied.
 func reusable(members map[string]json.RawMessage) map[string]json.RawMessage {
 	if len(members) > maxReusedMembers {
