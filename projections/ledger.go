@@ -36,10 +36,13 @@ type Charge struct {
 }
 
 // AccountInPage is an account as a page of the ledger gives it (LedgerPageWithin): whole, or, when its history holds
-// more entries than the page copies, without it — Reservations and Charges nil, and HistoryOmitted.
+// more entries than the page copies, without it — Reservations and Charges nil, and HistoryOmitted. Its counts are
+// its history's, given or not.
 type AccountInPage struct {
 	Account
-	HistoryOmitted bool `json:"historyOmitted,omitempty"`
+	HistoryOmitted   bool `json:"historyOmitted,omitempty"`
+	ReservationCount int  `json:"-"`
+	ChargeCount      int  `json:"-"`
 }
 
 // Remaining is what a metered admission may still reserve.

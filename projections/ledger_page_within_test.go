@@ -12,7 +12,7 @@ import (
 )
 
 // TestLedgerPageWithinCopiesNoLongHistory: LedgerPageWithin gives every account LedgerPage gives, whole while its
-// history holds at most the bound's entries, else without it (its totals whole, HistoryOmitted); and reading an
+// history holds at most the bound's entries, else without it (its totals and counts whole, HistoryOmitted); and reading an
 // account past the bound copies none of its history, however long: a page costs the page, not the run.
 func TestLedgerPageWithinCopiesNoLongHistory(t *testing.T) {
 	var h history
@@ -33,14 +33,16 @@ func TestLedgerPageWithinCopiesNoLongHistory(t *testing.T) {
 	for _, most := range []int{2 * n, math.MaxInt} {
 		within, err := s.LedgerPageWithin(runR, PageFilter{}, most)
 		require.NoError(t, err)
-		require.Equal(t, []AccountInPage{{Account: whole.Items[0]}}, within.Items, most)
+		require.Equal(t, []AccountInPage{{Account: whole.Items[0], ReservationCount: n, ChargeCount: n}}, within.Items,
+			most)
 	}
 	omitted := whole.Items[0]
 	omitted.Reservations, omitted.Charges = nil, nil
 	for _, most := range []int{0, 2*n - 1} {
 		within, err := s.LedgerPageWithin(runR, PageFilter{}, most)
 		require.NoError(t, err)
-		require.Equal(t, []AccountInPage{{Account: omitted, HistoryOmitted: true}}, within.Items, most)
+		require.Equal(t, []AccountInPage{{Account: omitted, HistoryOmitted: true, ReservationCount: n, ChargeCount: n}},
+			within.Items, most)
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		_, _ = s.LedgerPageWithin(runR, PageFilter{}, most)

@@ -186,7 +186,7 @@ func (s *State) LedgerPage(runID string, f PageFilter) (Page[Account], error) {
 
 // LedgerPageWithin is LedgerPage copying an account's history only when it holds at most maxHistory entries
 // (reservations and charges together): one with more is given without it (AccountInPage.HistoryOmitted), its totals
-// whole. Why: a page runs under the engine's read lock and must cost the page, not the run, and one account's
+// and counts whole (a reader that shows only the counts, the dashboard's list, passes 0). Why: a page runs under the engine's read lock and must cost the page, not the run, and one account's
 // history may hold most of its run (a task's every metered delegation, a reservation and a charge each); a reader
 // that sends no history past a bound (the broker's frame) copies none past it.
 func (s *State) LedgerPageWithin(runID string, f PageFilter, maxHistory int) (Page[AccountInPage], error) {
@@ -196,12 +196,14 @@ func (s *State) LedgerPageWithin(runID string, f PageFilter, maxHistory int) (Pa
 	}
 	return pageOf(r.accountOrder, f, func(id string) AccountInPage {
 		a := r.accounts[id]
-		if len(a.Reservations)+len(a.Charges) <= maxHistory {
-			return AccountInPage{Account: *a.clone()}
+		in := AccountInPage{ReservationCount: len(a.Reservations), ChargeCount: len(a.Charges)}
+		if in.ReservationCount+in.ChargeCount <= maxHistory {
+			in.Account = *a.clone()
+			return in
 		}
-		c := *a
-		c.Reservations, c.Charges = nil, nil
-		return AccountInPage{Account: c, HistoryOmitted: true}
+		in.Account, in.HistoryOmitted = *a, true
+		in.Reservations, in.Charges = nil, nil
+		return in
 	})
 }
 

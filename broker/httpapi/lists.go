@@ -233,10 +233,10 @@ type accountItem struct {
 	ChargeCount      int    `json:"chargeCount"`
 }
 
-func accountOf(a projections.Account) accountItem {
+func accountOf(a projections.AccountInPage) accountItem {
 	return accountItem{RunID: a.RunID, TaskID: a.TaskID, TokensGranted: a.TokensGranted, TokensSpent: a.TokensSpent,
 		Reserved: a.Reserved, Charged: a.Charged, Remaining: a.TokensGranted - a.TokensSpent,
-		ReservationCount: len(a.Reservations), ChargeCount: len(a.Charges)}
+		ReservationCount: a.ReservationCount, ChargeCount: a.ChargeCount}
 }
 
 // GET /api/v1/runs/{runId}/ledger?limit=&cursor= | ?taskId=T&limit=&cursor=
@@ -245,8 +245,14 @@ func (s *Server) handleLedger(w http.ResponseWriter, r *http.Request, _ principa
 		s.accountHistory(w, r)
 		return
 	}
-	projectionPage(s, w, r, "accounts", (*projections.State).LedgerPage,
-		func(_ *projections.State, a projections.Account) accountItem { return accountOf(a) })
+	// NB: the accounts are read without their histories, which the list counts but does not send: one account's may
+	// hold most of its run (a task's every metered delegation), copied under the engine's read lock for every read.
+	projectionPage(s, w, r, "accounts",
+		func(st *projections.State, runID string, f projections.PageFilter) (projections.Page[projections.AccountInPage],
+			error) {
+			return st.LedgerPageWithin(runID, f, 0)
+		},
+		func(_ *projections.State, a projections.AccountInPage) accountItem { return accountOf(a) })
 }
 
 // accountHistory answers one account's reservations and charges, paged.

@@ -494,7 +494,7 @@ func runView(st *projections.State, runID string) (stateResult, bool, error) {
 	if err != nil {
 		return stateResult{}, false, err
 	}
-	lp, err := st.LedgerPage(runID, f)
+	lp, err := st.LedgerPageWithin(runID, f, 0) // NB: counted, not sent: no history copied
 	if err != nil {
 		return stateResult{}, false, err
 	}
