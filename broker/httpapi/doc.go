@@ -6,12 +6,13 @@
 // # Reading
 //
 // Every list reads the same projection queries the broker's query.* methods call (projections.State.Runs, TasksPage,
-// DelegationsPage, LedgerPage, AccountHistory, Mailbox, AsksPage, CredentialsPage, Slots) through
-// commands.Engine.Read, which page the run's lists in place and copy only the page inside the read; state?at folds
-// the one run up to the position (projections.RunAt: the run's stream and the engine stream, the fold a cold run is
-// read back with) and explain re-runs one decision on its run's state (audit.ExplainAt), both O(the run), not O(the
-// log); events and the stream read the log (eventlog.Log.Read / ReadStream) up to the engine's published head,
-// rendered as the socket's team.event (broker.AdminEventJSON).
+// DelegationsPage, LedgerPageWithin, AccountHistory, Mailbox, AsksPage, CredentialsPage, Slots) through
+// commands.Engine.Read, which page the run's lists in place and copy only the page inside the read (the list of
+// accounts, which counts each history, copies none of them); state?at folds the one run up to the position
+// (projections.RunAt: the run's stream and the engine stream, the fold a cold run is read back with) and explain
+// re-runs one decision on its run's state (audit.ExplainAt), both O(the run), not O(the log); events and the stream
+// read the log (eventlog.Log.Read / ReadStream) up to the engine's published head, rendered as the socket's team.event
+// (broker.AdminEventJSON).
 //
 // # Guarantees
 //
