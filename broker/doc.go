@@ -141,9 +141,11 @@
 //     and subscriptions bounded per connection and credential; params bounded by ParseCommand and the handlers, a
 //     list decoded no further than one element past its bound by ParseCommand, and refused past it before it is
 //     decoded by the handlers (params.strs), so a frame of tens of thousands of short strings costs no slice of them;
-//     pacing buckets only for keys charged recently (a full bucket is deleted, pacer.go), so processes that each
-//     send one refused hello leave none behind once their buckets refill; a credential's or a run's outbound and
-//     inbound budgets only while it has connections.
+//     a params object read where it is, never decoded into a map of its keys (params.go, and splitParams for a
+//     command, which keeps the keys the commands read and one other), so neither do tens of thousands of made-up
+//     keys, before the role is checked or after; pacing buckets only for keys charged recently (a full bucket is
+//     deleted, pacer.go), so processes that each send one refused hello leave none behind once their buckets refill;
+//     a credential's or a run's outbound and inbound budgets only while it has connections.
 //   - Every list a query answers is reachable whatever its size: query.tasks, query.delegations, query.ledger,
 //     query.mailbox, msg.inbox, query.runs, query.jobs, query.job's calls and import.checkpoints page by cursor, and
 //     a page whose items would not fit in a frame is cut short (hasMore, or a nextCursor) rather than refused
@@ -154,9 +156,9 @@
 //     (texts_omitted.go), then a run without its names and its park's task id, a task without its dependsOn
 //     (query.tasks {taskId} pages it), then its names and runId (task_fit.go), a delegation without its role, runId
 //     and messageId (delegation_fit.go), a message without its run's, its mailbox's and its reply's ids, then its
-//     sender's (message_fit.go), an account without its history (ledger.go), a job without its root, and query.job's
-//     job, when its own fields leave no room for one of its calls, without its root, then without its grant too
-//     (jobs.go).
+//     sender's (message_fit.go), an account without its history (ledger.go: one that could not fit, whatever its
+//     entries hold, is read without it, not copied), a job without its root, and query.job's job, when its own
+//     fields leave no room for one of its calls, without its root, then without its grant too (jobs.go).
 //     Only a single item larger than a frame even so, with what its answer holds around it, is oversize-frame; so is
 //     a single object (query.run, proxy.result) larger than a frame.
 //   - A command is never committed with an answer its client cannot receive: the engine is told the room the
