@@ -62,7 +62,7 @@ func TestExplainQuotaAndSlotShare(t *testing.T) {
 func TestExplainQuotaReserve(t *testing.T) {
 	cfg := projections.DefaultConfig()
 	cfg.QuotaMsgsPerMin, cfg.QuotaReserve = 4, 50
-	dir, l, send := quotaWorld(t, cfg, "t1")
+	dir, l, send, _ := quotaWorld(t, cfg, "t1")
 	worker := audittest.Worker("t1")
 	for range 2 {
 		require.NoError(t, send(worker, "parent"))
@@ -85,7 +85,7 @@ func TestExplainQuotaReserve(t *testing.T) {
 func TestExplainWorkerMsgShare(t *testing.T) {
 	cfg := projections.DefaultConfig()
 	cfg.QuotaMsgsPerMin, cfg.QuotaReserve, cfg.QuotaWorkerMsgShare = 8, 25, 50
-	dir, l, send := quotaWorld(t, cfg, "t1", "t2")
+	dir, l, send, _ := quotaWorld(t, cfg, "t1", "t2")
 	for range 3 {
 		require.NoError(t, send(audittest.Worker("t1"), "parent"))
 	}
@@ -104,9 +104,10 @@ func TestExplainWorkerMsgShare(t *testing.T) {
 }
 
 // quotaWorld is a store in a new directory holding a running run configured with cfg and a running task of each
-// of taskIDs, with the open log and a send of a one-line message by an actor to a recipient.
+// of taskIDs, with the open log, a send of a one-line message by an actor to a recipient, and a delegation by a
+// task's worker that the orchestrator reports spawned (its subId).
 func quotaWorld(t *testing.T, cfg projections.Config, taskIDs ...string) (string, *eventlog.Log,
-	func(events.Actor, string) error) {
+	func(events.Actor, string) error, func(parent string) string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "store")
 	l, err := eventlog.Open(dir, nil)
@@ -131,7 +132,40 @@ func quotaWorld(t *testing.T, cfg projections.Config, taskIDs ...string) (string
 		}
 		return do(actor, &commands.MessageSend{RunID: a, FromTask: from, To: []string{to}, Body: "hi"})
 	}
-	return dir, l, send
+	delegate := func(parent string) string {
+		d, err := w.Do(audittest.Worker(parent), &commands.DelegateRequest{RunID: a, TaskID: parent, Prompt: "look"})
+		require.NoError(t, err)
+		sub := d.Result.(*commands.DelegateResult).GrandchildTaskRef
+		require.NoError(t, do(audittest.Orchestrator, &commands.DelegateSpawned{RunID: a, SubID: sub, PID: 100}))
+		return sub
+	}
+	return dir, l, send, delegate
+}
+
+// TestExplainGrandchildWorkerShare: a grandchild's worker uses the share of the worker whose delegation started it,
+// so its refusal, once the two together appended that share, is re-decided without drift and the rule names the
+// delegating worker's task as the one whose share it counts, while the sibling is not refused.
+func TestExplainGrandchildWorkerShare(t *testing.T) {
+	cfg := projections.DefaultConfig()
+	cfg.NestingEnabled, cfg.QuotaMsgsPerMin, cfg.QuotaReserve, cfg.QuotaWorkerShare = true, 0, 25, 20
+	cfg.QuotaEvents, cfg.QuotaBytes = 40, 0
+	dir, l, send, delegate := quotaWorld(t, cfg, "t1", "t2")
+	sub := delegate("t1") // 2 of t1's 6 events
+	for range 4 {
+		require.NoError(t, send(audittest.Worker(sub), "parent"))
+	}
+	var rej *commands.RejectedError
+	require.ErrorAs(t, send(audittest.Worker(sub), "parent"), &rej)
+	require.Equal(t, commands.CodeQuotaExceeded, rej.Code)
+	require.Equal(t, "msg.send: run quota exceeded: 6 events from task t1 in the run + 1 > 6 (worker-events quota)",
+		rej.Message)
+	require.NoError(t, send(audittest.Worker("t2"), "parent"), "the sibling's share")
+	require.NoError(t, l.Close())
+
+	require.Equal(t, "quota worker-events: used 6 + adding 1 > max 6, one worker's share: the quotaWorkerShare of 20% "+
+		"of the 30 events the run's workers share (the run's 40 less its quotaReserve of 25%), counted by what task "+
+		"t1 appended with the delegations it started and their results",
+		explainedRules(t, dir)["msg.send refused: worker-events quota"])
 }
 
 // explainedRules replays the store in dir with --explain, requires no drift, and returns each decision's rule by
@@ -167,18 +201,18 @@ func TestExplainWorkerShare(t *testing.T) {
 			"msg.send refused: worker-events quota",
 			"quota worker-events: used 6 + adding 1 > max 6, one worker's share: the quotaWorkerShare of 20% of the " +
 				"30 events the run's workers share (the run's 40 less its quotaReserve of 25%), counted by what task t1 " +
-				"appended as its actor"},
+				"appended with the delegations it started and their results"},
 		{"bytes", func(c *projections.Config) { c.QuotaEvents, c.QuotaBytes = 0, 2000 }, 18, 4,
 			"msg.send refused: worker-bytes quota",
 			"quota worker-bytes: used 268 + adding 67 > max 270, one worker's share: the quotaWorkerShare of 18% of " +
 				"the 1500 bytes of text the run's workers share (the run's 2000 less its quotaReserve of 25%), counted " +
-				"by what task t1 appended as its actor"},
+				"by what task t1 appended with the delegations it started and their results"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := projections.DefaultConfig()
 			cfg.QuotaMsgsPerMin, cfg.QuotaReserve, cfg.QuotaWorkerShare = 0, 25, c.share
 			c.cfg(&cfg)
-			dir, l, send := quotaWorld(t, cfg, "t1", "t2")
+			dir, l, send, _ := quotaWorld(t, cfg, "t1", "t2")
 			for range c.sent {
 				require.NoError(t, send(audittest.Worker("t1"), "parent"))
 			}

@@ -423,7 +423,7 @@ func rule(s *projections.State, cfg projections.Config, cmd commands.Command, ev
 	case *commands.QuotaRecheck:
 		for _, ev := range evs {
 			if p, ok := ev.Payload.(*events.RunQuotaExceeded); ok {
-				return commands.QuotaRule(*p) + reserveCarved(cfg, ev.Actor, p)
+				return commands.QuotaRule(*p) + reserveCarved(cfg, ev.Actor, p, s.ShareHolder(c.RunID, p.TaskID))
 			}
 		}
 		if err == nil {
@@ -437,9 +437,10 @@ func rule(s *projections.State, cfg projections.Config, cmd commands.Command, ev
 }
 
 // reserveCarved names what a worker's quota limit is carved from: the run's quota less the reserve (config
-// quotaReserve) its orchestrator and the admin alone may use. "" for another actor, or a quota too small to split
-// (a worker's limit is then the quota).
-func reserveCarved(cfg projections.Config, actor events.Actor, q *events.RunQuotaExceeded) string {
+// quotaReserve) its orchestrator and the admin alone may use, and for a worker's share the task that holds it
+// (holder: the refused worker's task, or the workflow task whose delegation started it). "" for another actor, or a
+// quota too small to split (a worker's limit is then the quota).
+func reserveCarved(cfg projections.Config, actor events.Actor, q *events.RunQuotaExceeded, holder string) string {
 	switch q.Quota {
 	case events.QuotaWorkerMsgRate:
 		quota, part, _ := commands.WorkerQuotaShare(cfg, actor, events.QuotaMsgRate)
@@ -453,8 +454,8 @@ func reserveCarved(cfg projections.Config, actor events.Actor, q *events.RunQuot
 		}
 		quota, part, _ := commands.WorkerQuotaShare(cfg, actor, of)
 		return fmt.Sprintf(", one worker's share: the quotaWorkerShare of %d%% of the %d %s the run's workers share "+
-			"(the run's %d less its quotaReserve of %d%%), counted by what task %s appended as its actor",
-			cfg.QuotaWorkerShare, part, what, quota, cfg.QuotaReserve, q.TaskID)
+			"(the run's %d less its quotaReserve of %d%%), counted by what task %s appended with the delegations it "+
+			"started and their results", cfg.QuotaWorkerShare, part, what, quota, cfg.QuotaReserve, holder)
 	}
 	quota, _, carved := commands.WorkerQuotaShare(cfg, actor, q.Quota)
 	if !carved {

@@ -60,9 +60,15 @@ import (
 // quotaWorkerMsgShare percent (its messages of the last minute), of the
 // events and the bytes quotas config quotaWorkerShare percent (what its
 // task appended to the run as its actor, projections.Task.ActorEvents and
-// ActorBytes), each checked after the run's own quotas. The actor's role
-// and task are in the decision's input, and recorded with every event, so
-// replay decides the same.
+// ActorBytes), each checked after the run's own quotas. A delegation's
+// grandchild uses the share of the workflow task that started it
+// (projections.State.ShareHolder), not one of its own, and the message
+// that delivers a delegation's result counts for that share too, whoever
+// appends it: else a worker would pass its share by delegating and sending
+// from its grandchildren, or having them end with long results. The
+// actor's role and task are in the decision's input, and recorded with
+// every event, and the delegations are in the state, so replay decides the
+// same.
 //
 // A refusal answers quota-exceeded (events, bytes, and a worker's share of
 // them) or rate-limit (message rate, and a worker's share of it) and
@@ -195,7 +201,8 @@ func overQuota(s *projections.State, runID string, g Growth, env *Env) (events.R
 
 // overWorkerShare checks growth g of run runID, which passes none of the run's quotas, against env's actor's share
 // of the workers' part of the events and the bytes quotas (config quotaWorkerShare), in that order, counted by what
-// the actor's task appended to the run as its actor (projections.State.WorkerAppended).
+// the task holding the actor's share appended to the run as its actor, with its delegations
+// (projections.State.WorkerAppended).
 func overWorkerShare(s *projections.State, runID string, g Growth, env *Env) (events.RunQuotaExceeded, bool) {
 	cfg, limit := env.Config, quotaLimit(env)
 	mine := func(quota int64) int64 {
@@ -251,7 +258,7 @@ func workerShareLimit(env *Env, part int64) int64 {
 
 // workerMsgLimit is what of most, the workers' part of the message rate, env's actor may use on its own: config
 // quotaWorkerMsgShare percent of it (workerPart), and the sender whose messages count against it (the actor's
-// task). 0 and "" when none applies.
+// task, with every task that holds the same share: projections.State.MessagesSince). 0 and "" when none applies.
 func workerMsgLimit(env *Env, most int64) (int64, string) {
 	mine := workerPart(env, env.Config.QuotaWorkerMsgShare, MaxQuotaWorkerMsgShare, most)
 	if mine == 0 {
@@ -295,15 +302,17 @@ func refuseQuota(s *projections.State, runID string, q events.RunQuotaExceeded, 
 	code, what := CodeQuotaExceeded, map[string]string{
 		events.QuotaEvents: "events in the run", events.QuotaBytes: "bytes of the run's text",
 	}[q.Quota]
+	// NB: a worker's share is named by the task that holds it: a grandchild's worker uses its delegating worker's.
+	holder := s.ShareHolder(runID, q.TaskID)
 	switch q.Quota {
 	case events.QuotaMsgRate:
 		code, what = CodeRateLimit, "messages to the run in the last minute"
 	case events.QuotaWorkerMsgRate:
-		code, what = CodeRateLimit, "messages from task "+q.TaskID+" in the last minute"
+		code, what = CodeRateLimit, "messages from task "+holder+" in the last minute"
 	case events.QuotaWorkerEvents:
-		what = "events from task " + q.TaskID + " in the run"
+		what = "events from task " + holder + " in the run"
 	case events.QuotaWorkerBytes:
-		what = "bytes of text from task " + q.TaskID + " in the run"
+		what = "bytes of text from task " + holder + " in the run"
 	}
 	rej := reject(code, "quota-"+q.Quota, "%s: run quota exceeded: %d %s + %d > %d (%s quota)",
 		q.Method, q.Used, what, q.Adding, q.Max, q.Quota)

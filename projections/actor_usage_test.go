@@ -66,3 +66,42 @@ func TestTasksCountWhatTheirWorkerAppended(t *testing.T) {
 	}
 	require.Equal(t, s, fromSnapshot, "a snapshot folded over the tail equals the fold from position 1")
 }
+
+// A delegation's shadow task holds no share of its own: its worker's appends count for the workflow task whose
+// delegation started it, through every delegation between, and a damaged log whose delegation is its own parent
+// (no decision writes one) ends the walk up rather than looping, counting for the shadow task itself.
+func TestShadowTasksCountForTheirWorkflowTask(t *testing.T) {
+	var h history
+	h.addBy(byAdmin, "R", events.TypeRunCreated, &events.RunCreated{Team: "t", Goal: "g", Cwd: "/r"})
+	h.addBy(byOrchestrator, "R", events.TypeTaskCreated, &events.TaskCreated{TaskID: "a1", Role: "executor",
+		Agent: "executor", Title: "T", Cwd: "/r"})
+	admit := func(by events.Actor, parent, sub string) {
+		h.addBy(by, "R", events.TypeDelegateAdmitted, &events.DelegateAdmitted{TaskID: parent, SubID: sub,
+			ChildDepth: 2, Role: "explorer", Cwd: "/r", Title: "delegate: " + sub, Prompt: "p"})
+	}
+	worker := func(task string) events.Actor { return events.Actor{Role: events.RoleWorker, TaskID: task} }
+	admit(worker("a1"), "a1", "gc-1")
+	admit(worker("gc-1"), "gc-1", "gc-2")
+	admit(byOrchestrator, "loop", "loop") // damaged: the delegation's parent is its own shadow task
+	msg := func(id, from string) {
+		h.addBy(worker(from), "R", events.TypeMailboxAppended,
+			&events.MailboxAppended{ID: id, To: "", From: from, Kind: "message", Body: "x"})
+	}
+	msg("m1", "gc-2")
+	msg("m2", "loop")
+
+	s := fold(h.evs)
+	for _, c := range []struct{ task, holder string }{
+		{"a1", "a1"}, {"gc-1", "a1"}, {"gc-2", "a1"}, {"loop", "loop"}, {"nobody", "nobody"},
+	} {
+		require.Equal(t, c.holder, s.ShareHolder("R", c.task), c.task)
+	}
+	a1, _ := s.WorkerAppended("R", "a1")
+	require.Equal(t, int64(3), a1, "a1's admission, its grandchild's and the great-grandchild's message")
+	gc2, _ := s.WorkerAppended("R", "gc-2")
+	require.Equal(t, a1, gc2, "a shadow task reads its workflow task's count")
+	loop, _ := s.WorkerAppended("R", "loop")
+	require.Equal(t, int64(1), loop)
+	all, sent := s.MessagesSince("R", "gc-1", 0, 100)
+	require.Equal(t, []int{2, 1}, []int{all, sent}, "gc-2's message counts for gc-1's share, a1's")
+}

@@ -42,9 +42,10 @@ type Config struct {
 	QuotaWorkerMsgShare int `json:"quotaWorkerMsgShare,omitempty" msgpack:"quotaWorkerMsgShare,omitempty"`
 	// QuotaWorkerShare is the percent of the workers' part of the events
 	// quota and of the bytes quota (each quota less the reserve) that any
-	// one worker may have appended as its actor (Task.ActorEvents,
-	// ActorBytes), so a worker flooding its run cannot leave its sibling
-	// workers refused until the orchestrator steps in. 0: no share.
+	// one worker, with the delegations it started and their results, may
+	// have appended (Task.ActorEvents, ActorBytes), so a worker flooding its run
+	// cannot leave its sibling workers refused until the orchestrator steps
+	// in. 0: no share.
 	QuotaWorkerShare int `json:"quotaWorkerShare,omitempty" msgpack:"quotaWorkerShare,omitempty"`
 	// BudgetMode is events.BudgetModePicrew or events.BudgetModeNested; an
 	// engine.configured written before the knob existed reads as picrew.

@@ -21,8 +21,9 @@
 //     the slot pool's fairness (Run.Usage: events, message bytes, the bytes
 //     of its events' other strings, when it last waited for a slot;
 //     fairness.go), and what each task's worker appended to its run as the
-//     events' actor, for its share of the events and bytes quotas
-//     (Task.ActorEvents, ActorBytes; actor_usage.go).
+//     events' actor, with the workers of the delegations it started and
+//     the messages delivering their results, for its share of the events
+//     and bytes quotas (Task.ActorEvents, ActorBytes; actor_usage.go).
 //   - Paged queries (TasksPage, DelegationsPage, LedgerPage, Mailbox,
 //     AsksPage, CredentialsPage, Runs) take a cursor that is an ordinal into
 //     an append-only list, so it stays valid while the run grows. A run's
@@ -124,7 +125,7 @@
 // # Snapshot format
 //
 // EncodeSnapshot writes two msgpack values: the format version (uint16,
-// SnapshotFormat = 11) and a map
+// SnapshotFormat = 12) and a map
 //
 //	{position, config, runCount, ords, missingViews, runs: [{run, last, cold, tasks, delegations, accounts,
 //	  messages, asks, credentials, rootSpent, jobs, revokedRoots, noView}]}

@@ -73,19 +73,31 @@ func (s *State) SlotWaiters(except string, now, waitMs int64, share int) int {
 // MessagesSince counts run runID's messages appended at or after since
 // (unix ms), counting from the newest and stopping once it has counted
 // upTo: the cost is bounded by the limit it is checked against. Of those it
-// counted, fromSender are the ones whose From is from ("" counts none).
+// counted, fromSender are the ones sent by a task whose share of the run's
+// quotas is the one task from uses (shareHolder: from, its delegating
+// worker's task, and every delegation's task below that; "" counts none).
 func (s *State) MessagesSince(runID, from string, since int64, upTo int) (all, fromSender int) {
 	r := s.run(runID)
 	if r == nil {
 		return 0, 0
 	}
+	holder := r.shareHolder(from)
+	// NB: the sender before is remembered, as a run's messages come in runs from one sender: the walk up from a
+	// sender's task (shareHolder) is then made once a run of them, not once a message.
+	last, lastCounts := "", false
 	for i := r.msgs.Len() - 1; i >= 0 && all < upTo; i-- {
 		m := r.msgs.At(i)
 		if m.CreatedAt < since {
 			break
 		}
 		all++
-		if from != "" && m.From == from {
+		if from == "" {
+			continue
+		}
+		if m.From != last {
+			last, lastCounts = m.From, m.From == from || m.From == holder || r.shareHolder(m.From) == holder
+		}
+		if lastCounts {
 			fromSender++
 		}
 	}

@@ -24,13 +24,17 @@ import (
 // runs and the cold runs whose view is missing; format 9 each credential's
 // actors (IssuedBy, RevokedBy) and revocation reason; format 10 each
 // delegation's ParentAttempt; format 11 what each task's worker appended as
-// its actor (Task.ActorEvents, ActorBytes). An older snapshot lacks them,
-// so it is refused and the state rebuilt from position 1.
+// its actor (Task.ActorEvents, ActorBytes); format 12 counts there what the
+// workers of the delegations a task started appended too, and their results
+// (shareHolder, resultOf). An
+// older snapshot lacks them, so it is refused and the state rebuilt from
+// position 1.
 //
 // NB: this format alone is read. Every older one lacks what each worker
-// appended (a state decoded from one would let a worker past its share of
-// the events and bytes quotas that the fold from position 1 refuses), the
-// older still the delegations' parent attempts, and the older still the
+// appended with its delegations' (a state decoded from one would let a
+// worker past its share of the events and bytes quotas that the fold from
+// position 1 refuses), the older still what each worker appended at all and
+// the delegations' parent attempts, and the older still the
 // credentials' actors: a state
 // decoded from one would answer without them (settle a delegation of the
 // parent's present attempt as if a retry had ended it) where the fold from
@@ -39,7 +43,7 @@ import (
 // one is ignored and its run re-folded, and the fold from position 1 that
 // a refused snapshot causes writes every view and summary again (the
 // summaries at the versions already there).
-const SnapshotFormat uint16 = 11
+const SnapshotFormat uint16 = 12
 
 // readableFormat reports whether DecodeSnapshot and a view's decoder read
 // format f: SnapshotFormat alone (see its NB).

@@ -68,8 +68,10 @@ type Task struct {
 	StartedAt  int64 `json:"startedAt,omitempty" msgpack:"startedAt"`
 	FinishedAt int64 `json:"finishedAt,omitempty" msgpack:"finishedAt"`
 	// ActorEvents and ActorBytes are the events and the bytes of text (what the run's bytes quota counts of each,
-	// RunUsage.Bytes) the task's worker appended to the run as its actor: what a worker's share of the events and
-	// bytes quotas counts (config quotaWorkerShare). They are engine bookkeeping, not part of the wire shape.
+	// RunUsage.Bytes) the task's worker, and the workers of the delegations it started (shareHolder), appended to
+	// the run as their actor, and the messages that delivered those delegations' results (resultOf): what a
+	// worker's share of the events and bytes quotas counts (config quotaWorkerShare). A shadow task's stay 0 (in a log the engine wrote). They
+	// are engine bookkeeping, not part of the wire shape.
 	ActorEvents int64 `json:"-" msgpack:"actorEvents"`
 	ActorBytes  int64 `json:"-" msgpack:"actorBytes"`
 

@@ -34,6 +34,7 @@ var (
 		"EachLiveTask", "EachWorkflowTask", "EachInFlight",
 		"ActiveLeases", "Job", "JobCount", "JobHeader", "LookupJobHeader", "JobPage", "JobTool", "Jobs", "EachJob",
 		"LiveRequests", "ProxyRequestOf", "RevokedRootsOf", "RevokedRootCount", "RootRevoked", "WorkerAppended",
+		"ShareHolder",
 	}
 	stateNotQueries = []string{
 		"AssumePool", "Clone", "ColdInMemory", "ColdRuns", "ColdStore", "EvictAll", "EvictAllCounted", "Evict",
@@ -188,6 +189,10 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 			q("Delegation/"+d.SubID, dd, ok)
 			h, ok := s.SlotHolder(d.SubID)
 			q("SlotHolder/"+d.SubID, h, ok)
+			// NB: the delegation's shadow task, whose worker uses the share of the task that started it
+			q("ShareHolder/"+d.SubID, s.ShareHolder(run, d.SubID))
+			evs, bytes := s.WorkerAppended(run, d.SubID)
+			q("WorkerAppended/"+d.SubID, evs, bytes)
 		}
 		q("Ledger", s.Ledger(run))
 		granted, spent := s.LedgerTotals(run)
