@@ -106,6 +106,11 @@ func RejectionRule(p *events.DelegateRejected) string {
 	case events.ReasonSlotShareExceeded:
 		why = fmt.Sprintf("the run holds %d >= its share %d while %d other run(s) wait; %d/%d in flight",
 			pol.RunHeld, pol.SlotShare, pol.Waiting, pol.Held, pol.Capacity)
+		if pol.WorkerWaiting > 0 { // NB: the worker's check follows the run's, so it recorded only when that passed
+			why = fmt.Sprintf("the requesting worker holds %d >= its share %d with its delegations while %d other "+
+				"task(s) of the run wait; %d/%d in flight", pol.WorkerHeld, pol.SlotShare, pol.WorkerWaiting,
+				pol.Held, pol.Capacity)
+		}
 	case events.ReasonBudgetInsufficient:
 		why = fmt.Sprintf("budget mode %s: requested %d > remaining %s", budgetMode(pol.BudgetMode), pol.Requested,
 			remainingInputs(pol))

@@ -56,6 +56,33 @@ func TestExplainQuotaAndSlotShare(t *testing.T) {
 		"the run holds 1 >= its share 1 while 1 other run(s) wait; 1/2 in flight")
 }
 
+// TestExplainWorkerSlotShare: a worker refused a slot while it holds its share of the pool and its sibling waits
+// is re-decided without drift, and the rule names the worker's inputs; the sibling then gets the slot.
+func TestExplainWorkerSlotShare(t *testing.T) {
+	cfg := projections.DefaultConfig()
+	cfg.NestingEnabled, cfg.MaxSlots, cfg.SlotShare = true, 2, 1
+	dir, l, _, do := quotaWorld(t, cfg, "t1", "t2")
+	const a = "team_20261001090000_0000000000000001"
+	request := func(task string) error {
+		return do(audittest.Worker(task), &commands.DelegateRequest{RunID: a, TaskID: task, Prompt: "look"})
+	}
+	require.NoError(t, request("t1"))
+	require.NoError(t, request("t1"))
+	var rej *commands.RejectedError
+	require.ErrorAs(t, request("t2"), &rej)
+	require.Equal(t, events.ReasonSlotsExhausted, rej.Reason)
+	require.NoError(t, do(audittest.Orchestrator, &commands.DelegateSettle{RunID: a, SubID: "gc-00000001",
+		Outcome: commands.OutcomeOK}))
+	require.ErrorAs(t, request("t1"), &rej)
+	require.Equal(t, events.ReasonSlotShareExceeded, rej.Reason)
+	require.NoError(t, request("t2"), "the sibling's slot")
+	require.NoError(t, l.Close())
+
+	require.Equal(t, "slot-share-exceeded (the requesting worker holds 1 >= its share 1 with its delegations while 1 "+
+		"other task(s) of the run wait; 1/2 in flight)",
+		explainedRules(t, dir)["delegate.request rejected: slot-share-exceeded"])
+}
+
 // TestExplainQuotaReserve: a worker's refusal at the rest of a quota (its reserve kept for the orchestrator) is
 // re-decided with the actor the event recorded, without drift, and so is the orchestrator's use of the reserve; the
 // rule names the run's quota and the reserve the worker's limit is carved from, not the limit alone.
@@ -104,10 +131,10 @@ func TestExplainWorkerMsgShare(t *testing.T) {
 }
 
 // quotaWorld is a store in a new directory holding a running run configured with cfg and a running task of each
-// of taskIDs, with the open log, a send of a one-line message by an actor to a recipient, and a delegation by a
-// task's worker that the orchestrator reports spawned (its subId).
+// of taskIDs, with the open log, a send of a one-line message by an actor to a recipient, and a command by an
+// actor.
 func quotaWorld(t *testing.T, cfg projections.Config, taskIDs ...string) (string, *eventlog.Log,
-	func(events.Actor, string) error, func(parent string) string) {
+	func(events.Actor, string) error, func(events.Actor, commands.Command) error) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "store")
 	l, err := eventlog.Open(dir, nil)
@@ -132,14 +159,7 @@ func quotaWorld(t *testing.T, cfg projections.Config, taskIDs ...string) (string
 		}
 		return do(actor, &commands.MessageSend{RunID: a, FromTask: from, To: []string{to}, Body: "hi"})
 	}
-	delegate := func(parent string) string {
-		d, err := w.Do(audittest.Worker(parent), &commands.DelegateRequest{RunID: a, TaskID: parent, Prompt: "look"})
-		require.NoError(t, err)
-		sub := d.Result.(*commands.DelegateResult).GrandchildTaskRef
-		require.NoError(t, do(audittest.Orchestrator, &commands.DelegateSpawned{RunID: a, SubID: sub, PID: 100}))
-		return sub
-	}
-	return dir, l, send, delegate
+	return dir, l, send, do
 }
 
 // TestExplainGrandchildWorkerShare: a grandchild's worker uses the share of the worker whose delegation started it,
@@ -149,8 +169,10 @@ func TestExplainGrandchildWorkerShare(t *testing.T) {
 	cfg := projections.DefaultConfig()
 	cfg.NestingEnabled, cfg.QuotaMsgsPerMin, cfg.QuotaReserve, cfg.QuotaWorkerShare = true, 0, 25, 20
 	cfg.QuotaEvents, cfg.QuotaBytes = 40, 0
-	dir, l, send, delegate := quotaWorld(t, cfg, "t1", "t2")
-	sub := delegate("t1") // 2 of t1's 6 events
+	dir, l, send, do := quotaWorld(t, cfg, "t1", "t2")
+	const a, sub = "team_20261001090000_0000000000000001", "gc-00000001"
+	require.NoError(t, do(audittest.Worker("t1"), &commands.DelegateRequest{RunID: a, TaskID: "t1", Prompt: "look"}))
+	require.NoError(t, do(audittest.Orchestrator, &commands.DelegateSpawned{RunID: a, SubID: sub, PID: 100}))
 	for range 4 {
 		require.NoError(t, send(audittest.Worker(sub), "parent"))
 	}

@@ -44,6 +44,15 @@ func TestRejectionRuleSlotRefusedOtherwise(t *testing.T) {
 	}
 }
 
+// A refusal by a worker's share of its run's slots is explained by the worker's inputs, not the run's: the run
+// may hold less than its share, or no other run wait, when one of its tasks waits.
+func TestRejectionRuleWorkerSlotShare(t *testing.T) {
+	p := &events.DelegateRejected{Reason: events.ReasonSlotShareExceeded, Policy: &events.Policy{
+		Held: 3, Capacity: 4, SlotShare: 2, WorkerWaiting: 1, WorkerHeld: 3}}
+	require.Equal(t, "slot-share-exceeded (the requesting worker holds 3 >= its share 2 with its delegations while 1 "+
+		"other task(s) of the run wait; 3/4 in flight)", RejectionRule(p))
+}
+
 // An admission made while other runs waited for a slot passed the fair-slot rule: the run held less than its share.
 // Its explanation says so with the inputs the decision recorded, as a refusal by that rule does.
 func TestAdmissionRuleSlotShare(t *testing.T) {

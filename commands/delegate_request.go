@@ -188,6 +188,9 @@ func (c *DelegateRequest) decide(s *projections.State, env *Env) (Decision, erro
 	if msg, unfair := slotShareExceeded(s, c.RunID, env, policy); unfair {
 		return deniedSlot(events.ReasonSlotShareExceeded, msg)
 	}
+	if msg, unfair := workerSlotShareExceeded(s, c.RunID, c.TaskID, env, policy); unfair {
+		return deniedSlot(events.ReasonSlotShareExceeded, msg)
+	}
 	adm := c.checkAdmission(s, run, parent, role, cfg, policy)
 	if adm.reason != "" {
 		return denied(adm.reason, adm.msg)

@@ -145,6 +145,13 @@ type Policy struct {
 	Waiting   int `json:"waiting,omitempty" msgpack:"waiting,omitempty"`
 	RunHeld   int `json:"runHeld,omitempty" msgpack:"runHeld,omitempty"`
 	SlotShare int `json:"slotShare,omitempty" msgpack:"slotShare,omitempty"`
+	// A worker's slot share inputs (crewlog only), recorded when at least one
+	// other task of the run, with the delegations it started, waited for a
+	// slot: WorkerWaiting such tasks waited, and the requesting task held
+	// WorkerHeld slots with its delegations (its share is SlotShare too).
+	// Absent when no other task of the run waited.
+	WorkerWaiting int `json:"workerWaiting,omitempty" msgpack:"workerWaiting,omitempty"`
+	WorkerHeld    int `json:"workerHeld,omitempty" msgpack:"workerHeld,omitempty"`
 	// Otherwise is, on a refusal for a slot (slots-exhausted,
 	// slot-share-exceeded), the reason a later check refuses the request
 	// for as well: such a refusal does not make its run wait for a slot.

@@ -3209,6 +3209,12 @@ func appendPolicy(b []byte, p *Policy) []byte {
 	if p.SlotShare != 0 {
 		n++
 	}
+	if p.WorkerWaiting != 0 {
+		n++
+	}
+	if p.WorkerHeld != 0 {
+		n++
+	}
 	if len(p.Otherwise) != 0 {
 		n++
 	}
@@ -3286,6 +3292,14 @@ func appendPolicy(b []byte, p *Policy) []byte {
 	if p.SlotShare != 0 {
 		b = append(b, "\xa9slotShare"...)
 		b = appendInt(b, int64(p.SlotShare))
+	}
+	if p.WorkerWaiting != 0 {
+		b = append(b, "\xadworkerWaiting"...)
+		b = appendInt(b, int64(p.WorkerWaiting))
+	}
+	if p.WorkerHeld != 0 {
+		b = append(b, "\xaaworkerHeld"...)
+		b = appendInt(b, int64(p.WorkerHeld))
 	}
 	if len(p.Otherwise) != 0 {
 		b = append(b, "\xa9otherwise"...)
@@ -3380,8 +3394,14 @@ func (r *fastReader) readPolicy(p *Policy) {
 		case "slotShare":
 			r.once(&seen, 25)
 			p.SlotShare = int(r.int())
-		case "otherwise":
+		case "workerWaiting":
 			r.once(&seen, 26)
+			p.WorkerWaiting = int(r.int())
+		case "workerHeld":
+			r.once(&seen, 27)
+			p.WorkerHeld = int(r.int())
+		case "otherwise":
+			r.once(&seen, 28)
 			p.Otherwise = r.str()
 		default:
 			r.skip()

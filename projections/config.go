@@ -19,10 +19,13 @@ type Config struct {
 	ModelCatalog   []string `json:"modelCatalog" msgpack:"modelCatalog"`
 	SettleGraceSec int      `json:"settleGraceSec" msgpack:"settleGraceSec"`
 	// SlotShare is how many slots one run may hold while another run waits
-	// for one (see State.SlotWaiters); 0 switches the rule off.
+	// for one (see State.SlotWaiters), and one worker of a run with its
+	// delegations while another task of its run waits (WorkerSlotWaiters);
+	// 0 switches the rule off.
 	SlotShare int `json:"slotShare,omitempty" msgpack:"slotShare,omitempty"`
-	// SlotWaitSec is how long a run refused a slot counts as waiting for
-	// one, unless it is admitted first; 0 switches fair slots off.
+	// SlotWaitSec is how long a run or a task refused a slot counts as
+	// waiting for one, unless it is admitted first; 0 switches fair slots
+	// off.
 	SlotWaitSec int `json:"slotWaitSec,omitempty" msgpack:"slotWaitSec,omitempty"`
 	// Run quotas, each 0 for no limit: events in a run's stream, bytes of
 	// text a run holds (RunUsage.Bytes), and messages appended to a run in

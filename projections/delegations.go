@@ -85,6 +85,7 @@ func applyDelegation(s *State, r *runState, ev events.Event) {
 			!heldByAnother(s, r, p.SubID) {
 			admit(s, r, p, at, ev.Position)
 			stopWaiting(s, r)
+			workerAdmitted(r, p.TaskID)
 		}
 	case events.TypeDelegateRejected:
 		// A request another check refuses as well (policy.otherwise) waits
@@ -93,6 +94,7 @@ func applyDelegation(s *State, r *runState, ev events.Event) {
 			(p.Reason == events.ReasonSlotsExhausted || p.Reason == events.ReasonSlotShareExceeded) &&
 			(p.Policy == nil || p.Policy.Otherwise == "") {
 			refusedSlot(s, r, at)
+			refusedWorkerSlot(s, r, p.TaskID, at)
 		}
 	case events.TypeDelegateSpawned:
 		p := events.PayloadAs[events.DelegateSpawned](ev)

@@ -26,24 +26,25 @@ import (
 // delegation's ParentAttempt; format 11 what each task's worker appended as
 // its actor (Task.ActorEvents, ActorBytes); format 12 counts there what the
 // workers of the delegations a task started appended too, and their results
-// (shareHolder, resultOf). An
-// older snapshot lacks them, so it is refused and the state rebuilt from
-// position 1.
+// (shareHolder, resultOf); format 13 when each task last waited for a slot
+// (Task.SlotWaitAt). An older snapshot lacks them, so it is refused and the
+// state rebuilt from position 1.
 //
-// NB: this format alone is read. Every older one lacks what each worker
-// appended with its delegations' (a state decoded from one would let a
-// worker past its share of the events and bytes quotas that the fold from
-// position 1 refuses), the older still what each worker appended at all and
-// the delegations' parent attempts, and the older still the
-// credentials' actors: a state
-// decoded from one would answer without them (settle a delegation of the
-// parent's present attempt as if a retry had ended it) where the fold from
+// NB: this format alone is read. Every older one lacks which tasks wait for
+// a slot (a state decoded from one would admit a worker past its share of
+// its run's slots that the fold from position 1 refuses), the older still
+// what each worker appended with its delegations (one would let a worker
+// past its share of the events and bytes quotas that the fold refuses), the
+// older still what each worker appended at all and the delegations' parent
+// attempts, and the older still the credentials' actors: a state decoded
+// from one would answer without them (settle a delegation of the parent's
+// present attempt as if a retry had ended it) where the fold from
 // position 1 answers with them. The same goes for views
 // (coldview.go, the same run record, stamped with the format): an older
 // one is ignored and its run re-folded, and the fold from position 1 that
 // a refused snapshot causes writes every view and summary again (the
 // summaries at the versions already there).
-const SnapshotFormat uint16 = 12
+const SnapshotFormat uint16 = 13
 
 // readableFormat reports whether DecodeSnapshot and a view's decoder read
 // format f: SnapshotFormat alone (see its NB).

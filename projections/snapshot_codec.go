@@ -141,7 +141,7 @@ func appendTask(b []byte, t *Task) ([]byte, error) {
 		return m.Nil(b), nil
 	}
 	var err error
-	n := 24
+	n := 25
 	if t.Allocation == nil { // the only omitempty field
 		n--
 	}
@@ -182,7 +182,8 @@ func appendTask(b []byte, t *Task) ([]byte, error) {
 	b = m.Int64(m.String(b, "startedAt"), t.StartedAt)
 	b = m.Int64(m.String(b, "finishedAt"), t.FinishedAt)
 	b = m.Int64(m.String(b, "actorEvents"), t.ActorEvents)
-	return m.Int64(m.String(b, "actorBytes"), t.ActorBytes), nil
+	b = m.Int64(m.String(b, "actorBytes"), t.ActorBytes)
+	return m.Int64(m.String(b, "slotWaitAt"), t.SlotWaitAt), nil
 }
 
 func appendDelegation(b []byte, d *Delegation) []byte {

@@ -574,6 +574,9 @@ func readTask(r *viewReader, t *Task) {
 		case "actorBytes":
 			r.once(&seen, 23)
 			t.ActorBytes = r.int()
+		case "slotWaitAt":
+			r.once(&seen, 24)
+			t.SlotWaitAt = r.int()
 		default:
 			r.fail()
 		}

@@ -110,7 +110,7 @@ func TestOlderSnapshotAndViewFormatsAreRefused(t *testing.T) {
 	for _, tc := range []struct {
 		format   uint16
 		readable bool
-	}{{7, false}, {olderFormat, false}, {9, false}, {10, false}, {11, false}, {SnapshotFormat, true}} {
+	}{{7, false}, {olderFormat, false}, {9, false}, {10, false}, {11, false}, {12, false}, {SnapshotFormat, true}} {
 		snap := toSnapshot(s)
 		b, err := appendSnapshot(m.Uint16(nil, tc.format), &snap, nil)
 		require.NoError(t, err)

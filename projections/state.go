@@ -72,6 +72,9 @@ type runState struct {
 	// inFlight is delOrder without the settled delegations (EachInFlight): those that hold a slot, so at most the
 	// pool's capacity, however many the run has settled.
 	inFlight []string
+	// slotWaiters holds the tasks whose SlotWaitAt is set: the candidates for a worker that waits for a slot
+	// (worker_slots.go), so a check walks them, not the run's tasks.
+	slotWaiters map[string]struct{}
 
 	accounts     map[string]*Account // by task id
 	accountOrder []string
@@ -119,18 +122,19 @@ func New() *State {
 // and one decoded from a snapshot are identical, down to nil versus empty.
 func newRunState(r Run) *runState {
 	return &runState{
-		run:        r,
-		tasks:      make(map[string]*Task),
-		running:    make(map[roleCwd]int),
-		dels:       make(map[string]*Delegation),
-		accounts:   make(map[string]*Account),
-		msgIndex:   make(map[string]int),
-		boxes:      make(map[string][]int),
-		boxPending: make(map[string]*pendingIndex),
-		asks:       make(map[string]*Ask),
-		creds:      make(map[string]*Credential),
-		jobs:       make(map[string]*Job),
-		roots:      &RevokedRoots{set: make(map[string]struct{})},
+		run:         r,
+		tasks:       make(map[string]*Task),
+		running:     make(map[roleCwd]int),
+		dels:        make(map[string]*Delegation),
+		slotWaiters: make(map[string]struct{}),
+		accounts:    make(map[string]*Account),
+		msgIndex:    make(map[string]int),
+		boxes:       make(map[string][]int),
+		boxPending:  make(map[string]*pendingIndex),
+		asks:        make(map[string]*Ask),
+		creds:       make(map[string]*Credential),
+		jobs:        make(map[string]*Job),
+		roots:       &RevokedRoots{set: make(map[string]struct{})},
 	}
 }
 
@@ -199,6 +203,7 @@ func (r *runState) clone() *runState {
 		c.dels[id] = &dels[len(dels)-1]
 	}
 	c.delOrder, c.inFlight = cloneSlice(r.delOrder), cloneSlice(r.inFlight)
+	maps.Copy(c.slotWaiters, r.slotWaiters)
 	c.accounts = make(map[string]*Account, len(r.accounts))
 	for id, a := range r.accounts {
 		c.accounts[id] = a.clone()

@@ -74,6 +74,10 @@ type Task struct {
 	// are engine bookkeeping, not part of the wire shape.
 	ActorEvents int64 `json:"-" msgpack:"actorEvents"`
 	ActorBytes  int64 `json:"-" msgpack:"actorBytes"`
+	// SlotWaitAt is when the task's worker, or the worker of a delegation it started, was last refused a slot
+	// while the task held fewer than its share with its delegations (worker_slots.go); 0 when it has been admitted
+	// since, or never refused. Engine bookkeeping, not part of the wire shape.
+	SlotWaitAt int64 `json:"-" msgpack:"slotWaitAt"`
 
 	// ord is the task's place in its run's creation order (runState.taskOrder), which orders the run's tasks
 	// that have not ended. NB: set by addTask inside the state; a query's copy carries 0.
@@ -175,6 +179,9 @@ func (r *runState) addTask(t *Task) {
 		r.countLive(t, 1)
 	}
 	r.countRunning(t, 1)
+	if t.SlotWaitAt != 0 {
+		r.slotWaiters[t.TaskID] = struct{}{} // NB: a task decoded from a snapshot that waits
+	}
 }
 
 // countLive adds d to r's count of live workflow tasks when t is one (LiveTasks). NB: shadow tasks are walked

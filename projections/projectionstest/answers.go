@@ -34,7 +34,7 @@ var (
 		"EachLiveTask", "EachWorkflowTask", "EachInFlight",
 		"ActiveLeases", "Job", "JobCount", "JobHeader", "LookupJobHeader", "JobPage", "JobTool", "Jobs", "EachJob",
 		"LiveRequests", "ProxyRequestOf", "RevokedRootsOf", "RevokedRootCount", "RootRevoked", "WorkerAppended",
-		"ShareHolder",
+		"ShareHolder", "SlotsHeldByWorker", "WorkerSlotWaiters",
 	}
 	stateNotQueries = []string{
 		"AssumePool", "Clone", "ColdInMemory", "ColdRuns", "ColdStore", "EvictAll", "EvictAllCounted", "Evict",
@@ -124,6 +124,9 @@ func Answers(t testing.TB, s *projections.State, now int64) map[string]any {
 		q("MessagesSince", all, sent)
 		evs, bytes := s.WorkerAppended(run, firstTask)
 		q("WorkerAppended", evs, bytes)
+		q("SlotsHeldByWorker", s.SlotsHeldByWorker(run, firstTask))
+		q("WorkerSlotWaiters", s.WorkerSlotWaiters(run, firstTask, now, 1e9, 2))
+		q("WorkerSlotWaiters/none", s.WorkerSlotWaiters(run, "", now, 1e9, 2))
 		q("RootSpent", s.RootSpent(run))
 		q("LiveTasks", s.LiveTasks(run))
 		var liveTasks, workflowTasks []projections.Task
