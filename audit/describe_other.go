@@ -106,5 +106,11 @@ func ConfigSummary(c projections.Config) string {
 	if c.RerouteEndedAttempts {
 		s += " rerouteEndedAttempts=true"
 	}
+	if c.ShareByDelegator {
+		s += " shareByDelegator=true"
+	}
+	if c.WorkerSlotShare {
+		s += " workerSlotShare=true"
+	}
 	return s
 }

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -56,31 +57,45 @@ func TestExplainQuotaAndSlotShare(t *testing.T) {
 		"the run holds 1 >= its share 1 while 1 other run(s) wait; 1/2 in flight")
 }
 
-// TestExplainWorkerSlotShare: a worker refused a slot while it holds its share of the pool and its sibling waits
-// is re-decided without drift, and the rule names the worker's inputs; the sibling then gets the slot.
+// TestExplainWorkerSlotShare: under workerSlotShare a worker refused a slot while it holds its share of the pool
+// and its sibling waits is re-decided without drift, and the rule names the worker's inputs; the sibling then gets
+// the slot. A log without the knob (every log written before it) is re-decided as it was: the worker takes the
+// slot, and its sibling is refused again.
 func TestExplainWorkerSlotShare(t *testing.T) {
-	cfg := projections.DefaultConfig()
-	cfg.NestingEnabled, cfg.MaxSlots, cfg.SlotShare = true, 2, 1
-	dir, l, _, do := quotaWorld(t, cfg, "t1", "t2")
-	const a = "team_20261001090000_0000000000000001"
-	request := func(task string) error {
-		return do(audittest.Worker(task), &commands.DelegateRequest{RunID: a, TaskID: task, Prompt: "look"})
-	}
-	require.NoError(t, request("t1"))
-	require.NoError(t, request("t1"))
-	var rej *commands.RejectedError
-	require.ErrorAs(t, request("t2"), &rej)
-	require.Equal(t, events.ReasonSlotsExhausted, rej.Reason)
-	require.NoError(t, do(audittest.Orchestrator, &commands.DelegateSettle{RunID: a, SubID: "gc-00000001",
-		Outcome: commands.OutcomeOK}))
-	require.ErrorAs(t, request("t1"), &rej)
-	require.Equal(t, events.ReasonSlotShareExceeded, rej.Reason)
-	require.NoError(t, request("t2"), "the sibling's slot")
-	require.NoError(t, l.Close())
+	for _, workerSlotShare := range []bool{true, false} {
+		t.Run(fmt.Sprintf("workerSlotShare=%t", workerSlotShare), func(t *testing.T) {
+			cfg := projections.DefaultConfig()
+			cfg.NestingEnabled, cfg.MaxSlots, cfg.SlotShare, cfg.WorkerSlotShare = true, 2, 1, workerSlotShare
+			dir, l, _, do := quotaWorld(t, cfg, "t1", "t2")
+			const a = "team_20261001090000_0000000000000001"
+			request := func(task string) error {
+				return do(audittest.Worker(task), &commands.DelegateRequest{RunID: a, TaskID: task, Prompt: "look"})
+			}
+			require.NoError(t, request("t1"))
+			require.NoError(t, request("t1"))
+			var rej *commands.RejectedError
+			require.ErrorAs(t, request("t2"), &rej)
+			require.Equal(t, events.ReasonSlotsExhausted, rej.Reason)
+			require.NoError(t, do(audittest.Orchestrator, &commands.DelegateSettle{RunID: a, SubID: "gc-00000001",
+				Outcome: commands.OutcomeOK}))
+			if !workerSlotShare {
+				require.NoError(t, request("t1"), "a log without the knob: the worker takes the slot")
+				require.ErrorAs(t, request("t2"), &rej)
+				require.Equal(t, events.ReasonSlotsExhausted, rej.Reason)
+				require.NoError(t, l.Close())
+				require.NotContains(t, explainedRules(t, dir), "delegate.request rejected: slot-share-exceeded")
+				return
+			}
+			require.ErrorAs(t, request("t1"), &rej)
+			require.Equal(t, events.ReasonSlotShareExceeded, rej.Reason)
+			require.NoError(t, request("t2"), "the sibling's slot")
+			require.NoError(t, l.Close())
 
-	require.Equal(t, "slot-share-exceeded (the requesting worker holds 1 >= its share 1 with its delegations while 1 "+
-		"other task(s) of the run wait; 1/2 in flight)",
-		explainedRules(t, dir)["delegate.request rejected: slot-share-exceeded"])
+			require.Equal(t, "slot-share-exceeded (the requesting worker holds 1 >= its share 1 with its delegations "+
+				"while 1 other task(s) of the run wait; 1/2 in flight)",
+				explainedRules(t, dir)["delegate.request rejected: slot-share-exceeded"])
+		})
+	}
 }
 
 // TestExplainQuotaReserve: a worker's refusal at the rest of a quota (its reserve kept for the orchestrator) is
@@ -162,12 +177,13 @@ func quotaWorld(t *testing.T, cfg projections.Config, taskIDs ...string) (string
 	return dir, l, send, do
 }
 
-// TestExplainGrandchildWorkerShare: a grandchild's worker uses the share of the worker whose delegation started it,
+// TestExplainGrandchildWorkerShare: under shareByDelegator a grandchild's worker uses the share of the worker whose delegation started it,
 // so its refusal, once the two together appended that share, is re-decided without drift and the rule names the
 // delegating worker's task as the one whose share it counts, while the sibling is not refused.
 func TestExplainGrandchildWorkerShare(t *testing.T) {
 	cfg := projections.DefaultConfig()
 	cfg.NestingEnabled, cfg.QuotaMsgsPerMin, cfg.QuotaReserve, cfg.QuotaWorkerShare = true, 0, 25, 20
+	cfg.ShareByDelegator = true
 	cfg.QuotaEvents, cfg.QuotaBytes = 40, 0
 	dir, l, send, do := quotaWorld(t, cfg, "t1", "t2")
 	const a, sub = "team_20261001090000_0000000000000001", "gc-00000001"
@@ -223,12 +239,12 @@ func TestExplainWorkerShare(t *testing.T) {
 			"msg.send refused: worker-events quota",
 			"quota worker-events: used 6 + adding 1 > max 6, one worker's share: the quotaWorkerShare of 20% of the " +
 				"30 events the run's workers share (the run's 40 less its quotaReserve of 25%), counted by what task t1 " +
-				"appended with the delegations it started and their results"},
+				"appended as its actor"},
 		{"bytes", func(c *projections.Config) { c.QuotaEvents, c.QuotaBytes = 0, 2000 }, 18, 4,
 			"msg.send refused: worker-bytes quota",
 			"quota worker-bytes: used 268 + adding 67 > max 270, one worker's share: the quotaWorkerShare of 18% of " +
 				"the 1500 bytes of text the run's workers share (the run's 2000 less its quotaReserve of 25%), counted " +
-				"by what task t1 appended with the delegations it started and their results"},
+				"by what task t1 appended as its actor"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := projections.DefaultConfig()

@@ -438,8 +438,8 @@ func rule(s *projections.State, cfg projections.Config, cmd commands.Command, ev
 
 // reserveCarved names what a worker's quota limit is carved from: the run's quota less the reserve (config
 // quotaReserve) its orchestrator and the admin alone may use, and for a worker's share the task that holds it
-// (holder: the refused worker's task, or the workflow task whose delegation started it). "" for another actor, or a
-// quota too small to split (a worker's limit is then the quota).
+// (holder: the refused worker's task, or under shareByDelegator the workflow task whose delegation started it). ""
+// for another actor, or a quota too small to split (a worker's limit is then the quota).
 func reserveCarved(cfg projections.Config, actor events.Actor, q *events.RunQuotaExceeded, holder string) string {
 	switch q.Quota {
 	case events.QuotaWorkerMsgRate:
@@ -453,9 +453,13 @@ func reserveCarved(cfg projections.Config, actor events.Actor, q *events.RunQuot
 			of, what = events.QuotaBytes, "bytes of text"
 		}
 		quota, part, _ := commands.WorkerQuotaShare(cfg, actor, of)
+		counted := "as its actor"
+		if cfg.ShareByDelegator {
+			counted = "with the delegations it started and their results"
+		}
 		return fmt.Sprintf(", one worker's share: the quotaWorkerShare of %d%% of the %d %s the run's workers share "+
-			"(the run's %d less its quotaReserve of %d%%), counted by what task %s appended with the delegations it "+
-			"started and their results", cfg.QuotaWorkerShare, part, what, quota, cfg.QuotaReserve, holder)
+			"(the run's %d less its quotaReserve of %d%%), counted by what task %s appended %s", cfg.QuotaWorkerShare,
+			part, what, quota, cfg.QuotaReserve, holder, counted)
 	}
 	quota, _, carved := commands.WorkerQuotaShare(cfg, actor, q.Quota)
 	if !carved {
@@ -689,6 +693,8 @@ func configChange(from, to projections.Config) string {
 	add("proxyMaxRequests", from.ProxyMaxRequests, to.ProxyMaxRequests)
 	add("revokedRootLimit", from.RevokedRootLimit, to.RevokedRootLimit)
 	add("rerouteEndedAttempts", from.RerouteEndedAttempts, to.RerouteEndedAttempts)
+	add("shareByDelegator", from.ShareByDelegator, to.ShareByDelegator)
+	add("workerSlotShare", from.WorkerSlotShare, to.WorkerSlotShare)
 	if len(ch) == 0 {
 		return "none"
 	}

@@ -366,6 +366,7 @@ func (w *differentialWorld) command(rng *rand.Rand, s *projections.State) Reques
 		// A config of small limits: quotas, fair shares and waits for a slot, nested budgets, job limits.
 		cfg := projections.DefaultConfig()
 		cfg.MaxSlots, cfg.SlotShare, cfg.SlotWaitSec = 1+rng.IntN(4), rng.IntN(3), rng.IntN(30)
+		cfg.WorkerSlotShare = cfg.SlotWaitSec%3 != 0 // NB: as quotaWorkerShare, the draw of another knob
 		cfg.SettleGraceSec = rng.IntN(10)
 		cfg.WaitMethodsEnabled = rng.IntN(2) == 0
 		cfg.BudgetMode = pick(events.BudgetModePicrew, events.BudgetModeNested)
@@ -376,6 +377,7 @@ func (w *differentialWorld) command(rng *rand.Rand, s *projections.State) Reques
 			cfg.QuotaWorkerMsgShare = rng.IntN(101)
 			// NB: the message share's draw, not one of its own: another draw would change every kept seed's history.
 			cfg.QuotaWorkerShare = cfg.QuotaWorkerMsgShare
+			cfg.ShareByDelegator = cfg.QuotaWorkerMsgShare%2 == 0
 		}
 		if rng.IntN(2) == 0 {
 			cfg.ProxyMaxInFlight, cfg.ProxyMaxRequests, cfg.RevokedRootLimit, cfg.ProxyPayloadBytes = 1+rng.IntN(3),

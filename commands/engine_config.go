@@ -70,7 +70,8 @@ func SameConfig(a, b projections.Config) bool {
 		a.WaitMethodsEnabled == b.WaitMethodsEnabled &&
 		a.ProxyPayloadBytes == b.ProxyPayloadBytes && a.ProxyManifestBytes == b.ProxyManifestBytes &&
 		a.ProxyMaxInFlight == b.ProxyMaxInFlight && a.ProxyMaxRequests == b.ProxyMaxRequests &&
-		a.RevokedRootLimit == b.RevokedRootLimit && a.RerouteEndedAttempts == b.RerouteEndedAttempts
+		a.RevokedRootLimit == b.RevokedRootLimit && a.RerouteEndedAttempts == b.RerouteEndedAttempts &&
+		a.ShareByDelegator == b.ShareByDelegator && a.WorkerSlotShare == b.WorkerSlotShare
 }
 
 func (c *Configure) decide(s *projections.State, env *Env) (Decision, error) {

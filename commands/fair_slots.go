@@ -41,10 +41,11 @@ const MaxQuotaWorkerShare = 100
 // asked keeps its slots until they settle or expire; the admin frees one at
 // once with delegate.cancel and delegate.settle for any run.
 //
-// The same rule holds one level down, between the tasks of a run
-// (workerSlotShareExceeded, projections/worker_slots.go): a worker, with
-// the delegations it started, that holds its share is refused another slot
-// while another task of its run waits, with the same share and wait window.
+// The same rule holds one level down, between the tasks of a run, under
+// config workerSlotShare (workerSlotShareExceeded,
+// projections/worker_slots.go): a worker, with the delegations it started,
+// that holds its share is refused another slot while another task of its
+// run waits, with the same share and wait window.
 
 // slotShareExceeded is the fair-slot check of delegate.request, made after
 // slots-exhausted. It records its inputs in policy whenever another run
@@ -66,10 +67,11 @@ func slotShareExceeded(s *projections.State, runID string, env *Env, policy *eve
 		"wait; %d/%d in flight", policy.RunHeld, waiting, policy.Held, policy.Capacity), true
 }
 
-// workerSlotShareExceeded is the fair-slot check one level down, made after slotShareExceeded: the share of its
-// run's slots the worker of task taskID uses (projections.State.ShareHolder: its task's, or the workflow task's
-// whose delegation started it) against the other tasks of its run that wait for one
-// (projections.State.WorkerSlotWaiters), with the same share and wait window. It records its inputs in policy
+// workerSlotShareExceeded is the fair-slot check one level down (config workerSlotShare), made after
+// slotShareExceeded: the share of its run's slots the worker of task taskID uses (projections.State.
+// SlotsHeldByWorker: its task's, or the workflow task's whose delegation started it) against the other tasks of its
+// run that wait for one (projections.State.WorkerSlotWaiters), with the same share and wait window. A config
+// without workerSlotShare (every log written before it) has no such check. It records its inputs in policy
 // whenever the worker holds its share and another task waits, and returns the refusal message then. NB: the run's
 // own share does not protect its tasks from each other: a worker with a valid token could otherwise take every
 // slot its run may hold, for as long as its delegations' timeouts (up to a day), and leave its sibling workers
@@ -77,21 +79,21 @@ func slotShareExceeded(s *projections.State, runID string, env *Env, policy *eve
 func workerSlotShareExceeded(s *projections.State, runID, taskID string, env *Env, policy *events.Policy) (string,
 	bool) {
 	cfg := env.Config
-	if cfg.SlotShare <= 0 || cfg.SlotWaitSec <= 0 {
+	if !cfg.WorkerSlotShare || cfg.SlotShare <= 0 || cfg.SlotWaitSec <= 0 {
 		return "", false
 	}
-	held := s.SlotsHeldByWorker(runID, taskID)
+	holder, held := s.SlotsHeldByWorker(runID, taskID)
 	if held < cfg.SlotShare {
 		return "", false // NB: first, so a request within its share never walks the waiters
 	}
-	waiting := s.WorkerSlotWaiters(runID, taskID, env.millis(), int64(cfg.SlotWaitSec)*1000, cfg.SlotShare)
+	waiting := s.WorkerSlotWaiters(runID, holder, env.millis(), int64(cfg.SlotWaitSec)*1000, cfg.SlotShare)
 	if waiting == 0 {
 		return "", false
 	}
 	policy.WorkerWaiting, policy.WorkerHeld, policy.SlotShare = waiting, held, cfg.SlotShare
 	// NB: short, as the run's: the recorded message keeps its first 120 chars (events.MaxRejectedMessageChars).
 	return fmt.Sprintf("delegate rejected: task %s holds %d slot(s), its share, while %d other task(s) of its run "+
-		"wait; %d/%d in flight", s.ShareHolder(runID, taskID), held, waiting, policy.Held, policy.Capacity), true
+		"wait; %d/%d in flight", holder, held, waiting, policy.Held, policy.Capacity), true
 }
 
 // validateFairness checks the fair-slot and quota knobs.

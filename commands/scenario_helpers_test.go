@@ -161,6 +161,10 @@ func (w *scenarioWorld) config(words []string) error {
 			p.RevokedRootLimit, err = strconv.Atoi(v)
 		case "rerouteEndedAttempts":
 			p.RerouteEndedAttempts, err = strconv.ParseBool(v)
+		case "shareByDelegator":
+			p.ShareByDelegator, err = strconv.ParseBool(v)
+		case "workerSlotShare":
+			p.WorkerSlotShare, err = strconv.ParseBool(v)
 		case "catalog":
 			p.ModelCatalog = []string{}
 			if v != "" {

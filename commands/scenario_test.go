@@ -26,7 +26,8 @@ import (
 //	                           slotWaitSec, quotaEvents, quotaBytes, quotaMsgsPerMin, quotaReserve,
 //	                           quotaWorkerMsgShare, quotaWorkerShare;
 //	                           budgetMode=picrew|nested; proxyPayloadBytes, proxyManifestBytes,
-//	                           proxyMaxInFlight, proxyMaxRequests, revokedRootLimit)
+//	                           proxyMaxInFlight, proxyMaxRequests, revokedRootLimit;
+//	                           rerouteEndedAttempts, shareByDelegator, workerSlotShare=true|false)
 //	given <type> <stream> <json>  an event, decoded with events.NewPayload, folded
 //	clock +<duration>          advances the clock (time.ParseDuration)
 //	when <role> <run> <task> <method> <json>

@@ -71,4 +71,13 @@ type EngineConfigured struct {
 	// the run inbox (rerouted), as one whose parent has ended. Absent (false), as in every log written before the
 	// knob existed, its result is delivered to the parent task, whichever attempt of it runs.
 	RerouteEndedAttempts bool `json:"rerouteEndedAttempts,omitempty" msgpack:"rerouteEndedAttempts,omitempty"`
+	// ShareByDelegator counts what the worker of a delegation's shadow task appends and sends, and the result
+	// delivered for a delegation, for the share of the run's quotas of the workflow task whose delegation started
+	// it. Absent (false), as in every log written before the knob existed, each task's worker has a share of its
+	// own and a result counts for none.
+	ShareByDelegator bool `json:"shareByDelegator,omitempty" msgpack:"shareByDelegator,omitempty"`
+	// WorkerSlotShare holds one worker of a run, with the delegations it started, to SlotShare slots while another
+	// task of its run waits for one. Absent (false), as in every log written before the knob existed, only a run
+	// has a share of the slots.
+	WorkerSlotShare bool `json:"workerSlotShare,omitempty" msgpack:"workerSlotShare,omitempty"`
 }

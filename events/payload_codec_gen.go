@@ -2165,6 +2165,12 @@ func appendEngineConfigured(b []byte, p *EngineConfigured) []byte {
 	if p.RerouteEndedAttempts {
 		n++
 	}
+	if p.ShareByDelegator {
+		n++
+	}
+	if p.WorkerSlotShare {
+		n++
+	}
 	b = appendMapLen(b, n)
 	b = append(b, "\xaenestingEnabled"...)
 	b = appendBool(b, p.NestingEnabled)
@@ -2243,6 +2249,14 @@ func appendEngineConfigured(b []byte, p *EngineConfigured) []byte {
 	if p.RerouteEndedAttempts {
 		b = append(b, "\xb4rerouteEndedAttempts"...)
 		b = appendBool(b, p.RerouteEndedAttempts)
+	}
+	if p.ShareByDelegator {
+		b = append(b, "\xb0shareByDelegator"...)
+		b = appendBool(b, p.ShareByDelegator)
+	}
+	if p.WorkerSlotShare {
+		b = append(b, "\xafworkerSlotShare"...)
+		b = appendBool(b, p.WorkerSlotShare)
 	}
 	return b
 }
@@ -2328,6 +2342,12 @@ func (r *fastReader) readEngineConfigured(p *EngineConfigured) {
 		case "rerouteEndedAttempts":
 			r.once(&seen, 22)
 			p.RerouteEndedAttempts = r.bool()
+		case "shareByDelegator":
+			r.once(&seen, 23)
+			p.ShareByDelegator = r.bool()
+		case "workerSlotShare":
+			r.once(&seen, 24)
+			p.WorkerSlotShare = r.bool()
 		default:
 			r.skip()
 		}

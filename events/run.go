@@ -26,12 +26,12 @@ const (
 	QuotaEvents  = "events"   // events in the run's stream
 	QuotaBytes   = "bytes"    // bytes of text the run holds: every string its events record (events.TextBytes)
 	QuotaMsgRate = "msg-rate" // messages appended in the last minute
-	// QuotaWorkerMsgRate: messages one worker (with the delegations it started) appended in the last minute,
-	// against its share of what the run's workers share (config quotaWorkerMsgShare).
+	// QuotaWorkerMsgRate: messages one worker (with the delegations it started, under config shareByDelegator)
+	// appended in the last minute, against its share of what the run's workers share (config quotaWorkerMsgShare).
 	QuotaWorkerMsgRate = "worker-msg-rate"
 	// QuotaWorkerEvents and QuotaWorkerBytes: the events and the bytes of text one worker (with the delegations it
-	// started and their results) appended to the run, against its share of what the run's workers share of each
-	// quota (config quotaWorkerShare).
+	// started and their results, under config shareByDelegator) appended to the run, against its share of what the
+	// run's workers share of each quota (config quotaWorkerShare).
 	QuotaWorkerEvents = "worker-events"
 	QuotaWorkerBytes  = "worker-bytes"
 )

@@ -8,27 +8,33 @@ import (
 
 // countActor adds event ev, just folded into run r, to what its actor appended when the actor is a worker of one
 // of r's tasks: one event, and the bytes ev added to what the run's bytes quota counts (RunUsage.Bytes, which was
-// bytesBefore), so a worker's share of the events and bytes quotas counts by the same measure as the run's. It
-// counts for the task that holds the actor's share (shareHolder): a grandchild's appends are its delegating
-// worker's. The task is looked up after the fold, so a task.created a worker appends counts for its creator, never
-// for the task it creates; an actor naming no task of the run counts for none. A delegation's result (resultOf),
-// which the runtime or the engine's clock appends, counts for the share of the task that made the delegation.
-func countActor(r *runState, ev events.Event, bytesBefore int64) {
+// bytesBefore), so a worker's share of the events and bytes quotas counts by the same measure as the run's. The
+// task is looked up after the fold, so a task.created a worker appends counts for its creator, never for the task
+// it creates; an actor naming no task of the run counts for none. Under the config's ShareByDelegator in force at
+// ev's position, it counts for the task that holds the actor's share (shareHolder: a grandchild's appends are its
+// delegating worker's), and a delegation's result (resultOf), which the runtime or the engine's clock appends,
+// counts for the share of the task that made the delegation; without it (every log written before the knob) for
+// the actor's own task, and a result for none, as such a log was decided.
+func countActor(s *State, r *runState, ev events.Event, bytesBefore int64) {
+	byDelegator := s.config.ShareByDelegator
 	var taskID string
 	switch {
 	case ev.Actor.Role == events.RoleWorker:
 		taskID = ev.Actor.TaskID
-	case ev.Type == events.TypeMailboxAppended:
+	case byDelegator && ev.Type == events.TypeMailboxAppended:
 		taskID = r.resultOf(ev)
 	}
 	if taskID == "" {
 		return
 	}
-	t := r.tasks[r.shareHolder(taskID)]
+	if byDelegator {
+		taskID = r.shareHolder(taskID)
+	}
+	t := r.tasks[taskID]
 	if t == nil {
 		return
 	}
-	t.ActorEvents = SaturatingAdd(t.ActorEvents, 1)
+	t.ActorEvents++
 	t.ActorBytes = SaturatingAdd(t.ActorBytes, r.run.Usage.Bytes()-bytesBefore)
 }
 
@@ -50,7 +56,7 @@ func (r *runState) resultOf(ev events.Event) string {
 	return ""
 }
 
-// WorkerAppended is what the workers whose share task taskID of run runID holds (ShareHolder) appended to the run
+// WorkerAppended is what the workers whose share task taskID of run runID uses (ShareHolder) appended to the run
 // as their actor: their events and the bytes of text they added (Task.ActorEvents, ActorBytes of the holder), a
 // cold run's read back as Task reads it; 0 and 0 for a task or run the state does not know.
 func (s *State) WorkerAppended(runID, taskID string) (evs, bytes int64) {
@@ -58,20 +64,29 @@ func (s *State) WorkerAppended(runID, taskID string) (evs, bytes int64) {
 	if r == nil {
 		return 0, 0
 	}
-	t := r.tasks[r.shareHolder(taskID)]
+	t := r.tasks[s.quotaShareHolder(r, taskID)]
 	if t == nil {
 		return 0, 0
 	}
 	return t.ActorEvents, t.ActorBytes
 }
 
-// ShareHolder is the task of run runID whose share of the run's quotas the worker of task taskID uses
-// (shareHolder): taskID itself, or for a delegation's shadow task the workflow task that started the delegation.
+// ShareHolder is the task of run runID whose share of the run's quotas the worker of task taskID uses: under the
+// config's ShareByDelegator, shareHolder (taskID itself, or for a delegation's shadow task the workflow task that
+// started the delegation); without it, taskID.
 func (s *State) ShareHolder(runID, taskID string) string {
 	if r := s.run(runID); r != nil {
-		return r.shareHolder(taskID)
+		return s.quotaShareHolder(r, taskID)
 	}
 	return taskID
+}
+
+// quotaShareHolder is ShareHolder within run r.
+func (s *State) quotaShareHolder(r *runState, taskID string) string {
+	if !s.config.ShareByDelegator {
+		return taskID
+	}
+	return r.shareHolder(taskID)
 }
 
 // shareHolder is the task whose share of the run's quotas (config quotaWorkerShare, quotaWorkerMsgShare) the

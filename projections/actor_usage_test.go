@@ -67,11 +67,51 @@ func TestTasksCountWhatTheirWorkerAppended(t *testing.T) {
 	require.Equal(t, s, fromSnapshot, "a snapshot folded over the tail equals the fold from position 1")
 }
 
-// A delegation's shadow task holds no share of its own: its worker's appends count for the workflow task whose
-// delegation started it, through every delegation between, and a damaged log whose delegation is its own parent
-// (no decision writes one) ends the walk up rather than looping, counting for the shadow task itself.
+// A delegation's shadow task holds no share of its own under shareByDelegator: its worker's appends count for the
+// workflow task whose delegation started it, through every delegation between, and a damaged log whose delegation
+// is its own parent (no decision writes one) ends the walk up rather than looping, counting for the shadow task
+// itself. A log without the knob (every log written before it) counts each worker for its own task, as it was
+// decided.
 func TestShadowTasksCountForTheirWorkflowTask(t *testing.T) {
+	for _, c := range []struct {
+		name                 string
+		configure            bool
+		gc1Holder, gc2Holder string
+		a1, gc1, gc2, loop   int64
+		sentForGC1Share      int
+	}{
+		{name: "shareByDelegator", configure: true, gc1Holder: "a1", gc2Holder: "a1", a1: 3, gc1: 3, gc2: 3, loop: 1,
+			sentForGC1Share: 1},
+		{name: "a log without the knob", gc1Holder: "gc-1", gc2Holder: "gc-2", a1: 1, gc1: 1, gc2: 1, loop: 1,
+			sentForGC1Share: 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := fold(shadowTaskHistory(c.configure))
+			for _, h := range []struct{ task, holder string }{
+				{"a1", "a1"}, {"gc-1", c.gc1Holder}, {"gc-2", c.gc2Holder}, {"loop", "loop"}, {"nobody", "nobody"},
+			} {
+				require.Equal(t, h.holder, s.ShareHolder("R", h.task), h.task)
+			}
+			for task, want := range map[string]int64{"a1": c.a1, "gc-1": c.gc1, "gc-2": c.gc2, "loop": c.loop} {
+				evs, _ := s.WorkerAppended("R", task)
+				require.Equal(t, want, evs, task)
+			}
+			all, sent := s.MessagesSince("R", "gc-1", 0, 100)
+			require.Equal(t, []int{2, c.sentForGC1Share}, []int{all, sent}, "the messages counted for gc-1's share")
+		})
+	}
+}
+
+// shadowTaskHistory is a run with workflow task a1, its delegation gc-1, gc-1's delegation gc-2, a damaged
+// delegation loop that is its own parent, and a message from gc-2 and one from loop; configure puts a config with
+// shareByDelegator in force first.
+func shadowTaskHistory(configure bool) []events.Event {
 	var h history
+	if configure {
+		cfg := DefaultConfig()
+		cfg.ShareByDelegator = true
+		h.addBy(byAdmin, events.EngineStream, events.TypeEngineConfigured, cfg.Event())
+	}
 	h.addBy(byAdmin, "R", events.TypeRunCreated, &events.RunCreated{Team: "t", Goal: "g", Cwd: "/r"})
 	h.addBy(byOrchestrator, "R", events.TypeTaskCreated, &events.TaskCreated{TaskID: "a1", Role: "executor",
 		Agent: "executor", Title: "T", Cwd: "/r"})
@@ -89,19 +129,5 @@ func TestShadowTasksCountForTheirWorkflowTask(t *testing.T) {
 	}
 	msg("m1", "gc-2")
 	msg("m2", "loop")
-
-	s := fold(h.evs)
-	for _, c := range []struct{ task, holder string }{
-		{"a1", "a1"}, {"gc-1", "a1"}, {"gc-2", "a1"}, {"loop", "loop"}, {"nobody", "nobody"},
-	} {
-		require.Equal(t, c.holder, s.ShareHolder("R", c.task), c.task)
-	}
-	a1, _ := s.WorkerAppended("R", "a1")
-	require.Equal(t, int64(3), a1, "a1's admission, its grandchild's and the great-grandchild's message")
-	gc2, _ := s.WorkerAppended("R", "gc-2")
-	require.Equal(t, a1, gc2, "a shadow task reads its workflow task's count")
-	loop, _ := s.WorkerAppended("R", "loop")
-	require.Equal(t, int64(1), loop)
-	all, sent := s.MessagesSince("R", "gc-1", 0, 100)
-	require.Equal(t, []int{2, 1}, []int{all, sent}, "gc-2's message counts for gc-1's share, a1's")
+	return h.evs
 }

@@ -63,5 +63,5 @@ func Apply(s *State, ev events.Event) {
 		applyJob(r, ev)
 	}
 	// NB: after the family's fold, which counts a message's body and subject (once: a duplicate adds none).
-	countActor(r, ev, bytesBefore)
+	countActor(s, r, ev, bytesBefore)
 }

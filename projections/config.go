@@ -68,6 +68,22 @@ type Config struct {
 	// has ended into the run inbox (rerouted), as one whose parent has ended: the new attempt is not the one that
 	// asked for it. Off (every log written before the knob), the result goes to the parent task.
 	RerouteEndedAttempts bool `json:"rerouteEndedAttempts,omitempty" msgpack:"rerouteEndedAttempts,omitempty"`
+	// ShareByDelegator makes a worker's share of its run's quotas (QuotaWorkerShare, QuotaWorkerMsgShare) cover the
+	// delegations it started: what a shadow task's worker appends and sends, and the message delivering a
+	// delegation's result, count for the workflow task whose delegation started it (shareHolder), so a worker
+	// cannot pass its share by delegating and flooding from its grandchildren. Off (every log written before the
+	// knob), each task's worker has a share of its own, counted by what it appended as its actor, and a result
+	// counts for none. The fold counts each event by the knob in force at its position (countActor).
+	//
+	// NB: a knob of its own, not WorkerSlotShare's: the two are separate rules, of different resources (what a
+	// run holds, what the pool lends), and a store may want the quota rule with no slot rule (a pool of one slot,
+	// SlotShare 0) or the reverse.
+	ShareByDelegator bool `json:"shareByDelegator,omitempty" msgpack:"shareByDelegator,omitempty"`
+	// WorkerSlotShare holds a worker of a run, with the delegations it started and theirs (always counted
+	// together: the rule is new with the knob), to SlotShare slots while another task of its run waits for one
+	// (worker_slots.go), within SlotWaitSec. Off (every log written before the knob), only a run has a share of the
+	// slots, and the fold records no task's wait (Task.SlotWaitAt).
+	WorkerSlotShare bool `json:"workerSlotShare,omitempty" msgpack:"workerSlotShare,omitempty"`
 	// Position of the engine.configured in force; 0 for the defaults.
 	Position uint64 `json:"position" msgpack:"position"`
 }
@@ -78,7 +94,9 @@ type Config struct {
 // catalog, 30 s settle grace, pi-crew's budget mode; and crewlog's fair
 // slots and quotas: a run holds at most DefaultSlotShare of the pool while
 // another run waits (a refusal counts as waiting for DefaultSlotWaitSec),
-// and the Default* quotas.
+// and the Default* quotas. A worker's share covers only its own task
+// (ShareByDelegator off) and no worker has a share of the slots
+// (WorkerSlotShare off), as in every log written before those knobs.
 func DefaultConfig() Config {
 	return Config{
 		NestingEnabled:     true,
@@ -159,6 +177,8 @@ func ConfigOf(p *events.EngineConfigured) Config {
 		ProxyMaxRequests:       p.ProxyMaxRequests,
 		RevokedRootLimit:       p.RevokedRootLimit,
 		RerouteEndedAttempts:   p.RerouteEndedAttempts,
+		ShareByDelegator:       p.ShareByDelegator,
+		WorkerSlotShare:        p.WorkerSlotShare,
 	}
 	if c.BudgetMode == "" {
 		c.BudgetMode = events.BudgetModePicrew
@@ -182,6 +202,7 @@ func (c Config) Event() *events.EngineConfigured {
 		ProxyPayloadBytes:   c.ProxyPayloadBytes, ProxyManifestBytes: c.ProxyManifestBytes,
 		ProxyMaxInFlight: c.ProxyMaxInFlight, ProxyMaxRequests: c.ProxyMaxRequests,
 		RevokedRootLimit: c.RevokedRootLimit, RerouteEndedAttempts: c.RerouteEndedAttempts,
+		ShareByDelegator: c.ShareByDelegator, WorkerSlotShare: c.WorkerSlotShare,
 	}
 	if c.BudgetMode != events.BudgetModePicrew {
 		e.BudgetMode = c.BudgetMode

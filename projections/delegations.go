@@ -75,6 +75,11 @@ type Delegation struct {
 	UsageTokens int64  `json:"usageTokens,omitempty" msgpack:"usageTokens"`
 	Expired     bool   `json:"expired,omitempty" msgpack:"expired"`
 	MessageID   string `json:"messageId,omitempty" msgpack:"messageId"`
+	// ShareHolder is the task whose share of the run's slots the delegation's slot counts for while in flight: the
+	// parent task's share holder when it was admitted (shareHolder), kept so the count of each holder's slots
+	// (runState.slotsHeld) is kept by admission and settlement alone. Engine bookkeeping, not part of the wire
+	// shape.
+	ShareHolder string `json:"-" msgpack:"shareHolder"`
 }
 
 func applyDelegation(s *State, r *runState, ev events.Event) {
@@ -85,7 +90,7 @@ func applyDelegation(s *State, r *runState, ev events.Event) {
 			!heldByAnother(s, r, p.SubID) {
 			admit(s, r, p, at, ev.Position)
 			stopWaiting(s, r)
-			workerAdmitted(r, p.TaskID)
+			workerAdmitted(r, r.dels[p.SubID].ShareHolder)
 		}
 	case events.TypeDelegateRejected:
 		// A request another check refuses as well (policy.otherwise) waits
@@ -165,6 +170,8 @@ func admit(s *State, r *runState, p *events.DelegateAdmitted, at int64, pos uint
 	}
 	r.delOrder = append(r.delOrder, p.SubID)
 	r.inFlight = append(r.inFlight, p.SubID)
+	r.dels[p.SubID].ShareHolder = r.shareHolder(p.TaskID)
+	r.holdWorkerSlot(r.dels[p.SubID].ShareHolder, 1)
 	holdSlot(s, r.run.RunID, p.SubID)
 	if r.tasks[p.SubID] != nil {
 		return
@@ -209,6 +216,7 @@ func settle(s *State, r *runState, st DelegationStatus, p *events.DelegateSettle
 	d.MessageID = p.MessageID
 	releaseSlot(s, p.SubID)
 	r.inFlight = dropFrom(r.inFlight, func(sub string) bool { return sub == p.SubID })
+	r.holdWorkerSlot(d.ShareHolder, -1)
 	if t := r.tasks[p.SubID]; t != nil {
 		r.setTaskStatus(t, st.taskStatus())
 		t.FinishedAt = at

@@ -21,11 +21,14 @@
 //     the slot pool's fairness (Run.Usage: events, message bytes, the bytes
 //     of its events' other strings, when it last waited for a slot;
 //     fairness.go), and what each task's worker appended to its run as the
-//     events' actor, with the workers of the delegations it started and
-//     the messages delivering their results, for its share of the events
-//     and bytes quotas (Task.ActorEvents, ActorBytes; actor_usage.go), and
-//     when each task last waited for a slot, for its worker's share of its
-//     run's slots (Task.SlotWaitAt; worker_slots.go).
+//     events' actor, with, under the config's ShareByDelegator in force at
+//     each event, the workers of the delegations it started and the
+//     messages delivering their results, for its share of the events and
+//     bytes quotas (Task.ActorEvents, ActorBytes; actor_usage.go), and,
+//     under WorkerSlotShare, when each task last waited for a slot and the
+//     slots each holds with its delegations, for its worker's share of its
+//     run's slots (Task.SlotWaitAt, Delegation.ShareHolder;
+//     worker_slots.go).
 //   - Paged queries (TasksPage, DelegationsPage, LedgerPage, Mailbox,
 //     AsksPage, CredentialsPage, Runs) take a cursor that is an ordinal into
 //     an append-only list, so it stays valid while the run grows. A run's
@@ -127,7 +130,7 @@
 // # Snapshot format
 //
 // EncodeSnapshot writes two msgpack values: the format version (uint16,
-// SnapshotFormat = 13) and a map
+// SnapshotFormat = 14) and a map
 //
 //	{position, config, runCount, ords, missingViews, runs: [{run, last, cold, tasks, delegations, accounts,
 //	  messages, asks, credentials, rootSpent, jobs, revokedRoots, noView}]}

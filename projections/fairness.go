@@ -74,14 +74,16 @@ func (s *State) SlotWaiters(except string, now, waitMs int64, share int) int {
 // (unix ms), counting from the newest and stopping once it has counted
 // upTo: the cost is bounded by the limit it is checked against. Of those it
 // counted, fromSender are the ones sent by a task whose share of the run's
-// quotas is the one task from uses (shareHolder: from, its delegating
-// worker's task, and every delegation's task below that; "" counts none).
+// quotas is the one task from uses (ShareHolder: under the config's
+// ShareByDelegator from, its delegating worker's task, and every
+// delegation's task below that; without it from alone; "" counts none).
 func (s *State) MessagesSince(runID, from string, since int64, upTo int) (all, fromSender int) {
 	r := s.run(runID)
 	if r == nil {
 		return 0, 0
 	}
-	holder := r.shareHolder(from)
+	byDelegator := s.config.ShareByDelegator
+	holder := s.quotaShareHolder(r, from)
 	// NB: the sender before is remembered, as a run's messages come in runs from one sender: the walk up from a
 	// sender's task (shareHolder) is then made once a run of them, not once a message.
 	last, lastCounts := "", false
@@ -95,7 +97,8 @@ func (s *State) MessagesSince(runID, from string, since int64, upTo int) (all, f
 			continue
 		}
 		if m.From != last {
-			last, lastCounts = m.From, m.From == from || m.From == holder || r.shareHolder(m.From) == holder
+			last = m.From
+			lastCounts = m.From == from || byDelegator && (m.From == holder || r.shareHolder(m.From) == holder)
 		}
 		if lastCounts {
 			fromSender++

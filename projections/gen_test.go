@@ -45,6 +45,11 @@ func randomEvent(rng *rand.Rand) (stream, typ string, p any) {
 	case events.TypeTaskUsage:
 		p = &events.TaskUsage{TaskID: task, Input: n(), Output: n(), CacheRead: n(), CacheWrite: n(), Cost: 0.25}
 	case events.TypeDelegateAdmitted:
+		if last := sub[len(sub)-1]; task == sub && last != '0' {
+			// NB: a delegation started by another delegation's worker (a grandchild's), derived, not drawn: those
+			// of sub 0 keep delegations that are their own parent, as a damaged log may hold.
+			task = sub[:len(sub)-1] + string(last-1)
+		}
 		p = &events.DelegateAdmitted{TaskID: task, SubID: sub, ChildDepth: rng.IntN(4), Role: "explorer",
 			Unmetered: rng.IntN(2) == 0, ReservedTokens: n(), Model: "m", TimeoutSec: 900, Deadline: n(), Cwd: "/w",
 			Title: "delegate: x", Prompt: "p"}
@@ -60,7 +65,11 @@ func randomEvent(rng *rand.Rand) (stream, typ string, p any) {
 		if rng.IntN(2) == 0 {
 			data = &events.MessageData{SubID: sub, OK: true}
 		}
-		p = &events.MailboxAppended{ID: msg, To: to, From: "x", Kind: events.KindMessage, Body: "b", Data: data}
+		from := "x"
+		if data != nil {
+			from = "delegate:" + sub // a delegation's result, counted for its delegating worker's share
+		}
+		p = &events.MailboxAppended{ID: msg, To: to, From: from, Kind: events.KindMessage, Body: "b", Data: data}
 	case events.TypeAskRequested:
 		p = &events.AskRequested{TaskID: task, QuestionID: q, Question: "?", AskedAt: n(), Deadline: n(),
 			Options: opts()}
@@ -74,8 +83,11 @@ func randomEvent(rng *rand.Rand) (stream, typ string, p any) {
 		p = &events.CredentialRevoked{TaskID: []string{task, events.OrchestratorKey}[rng.IntN(2)],
 			Reason: []string{"", "rotated"}[rng.IntN(2)]}
 	case events.TypeEngineConfigured:
-		p = &events.EngineConfigured{NestingEnabled: true, MaxDepth: 4, MaxSlots: 1 + rng.IntN(4),
-			ModelCatalog: opts()}
+		slots := 1 + rng.IntN(4)
+		// NB: the knobs of a worker's shares follow the slots' draw, not draws of their own: another draw would
+		// change every kept seed's history.
+		p = &events.EngineConfigured{NestingEnabled: true, MaxDepth: 4, MaxSlots: slots, ModelCatalog: opts(),
+			SlotShare: 1, SlotWaitSec: 60, ShareByDelegator: slots%2 == 0, WorkerSlotShare: slots > 1}
 	default:
 		// The remaining payloads are keyed by the same few fields; fill
 		// them by name through a zero payload.
@@ -109,7 +121,10 @@ func setIDs(p any, task, sub, msg, q string) {
 	case *events.DelegateRequested:
 		v.TaskID, v.SubID = task, sub
 	case *events.DelegateRejected:
-		v.TaskID, v.SubID, v.Reason = task, sub, events.ReasonDepthExceeded
+		// NB: the reason follows the sub's id, not a draw: slot refusals make tasks wait for a slot.
+		v.TaskID, v.SubID = task, sub
+		v.Reason = []string{events.ReasonDepthExceeded, events.ReasonSlotsExhausted,
+			events.ReasonSlotShareExceeded}[int(sub[len(sub)-1])%3]
 	case *events.DelegateCompleted:
 		v.TaskID, v.SubID, v.OK = task, sub, true
 	case *events.DelegateFailed:
@@ -141,7 +156,8 @@ func randomHistory(rng *rand.Rand, n int) []events.Event {
 	actors := []events.Actor{{}, byAdmin, byOrchestrator, {Role: events.RoleWorker, TaskID: "t1"},
 		{Role: events.RoleEngine}}
 	others := append(actors, events.Actor{Role: events.RoleWorker, TaskID: "t2"},
-		events.Actor{Role: events.RoleWorker, TaskID: "t9"})
+		events.Actor{Role: events.RoleWorker, TaskID: "t9"},
+		events.Actor{Role: events.RoleWorker, TaskID: "gc-run0-1"}) // a delegation's worker
 	for range n {
 		stream, typ, p := randomEvent(rng)
 		if rng.IntN(20) == 0 {

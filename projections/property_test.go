@@ -16,9 +16,10 @@ import (
 // leave name who issued and revoked them and why, so that the comparisons
 // cover those fields too (a snapshot that lost them would fail them), and
 // so do the events and bytes each worker appended (Task.ActorEvents,
-// ActorBytes).
+// ActorBytes), when tasks waited for a slot (Task.SlotWaitAt) and whose
+// share of the slots each delegation counts for (Delegation.ShareHolder).
 func TestFoldProperties(t *testing.T) {
-	var issuedBy, revokedBy, reasons, workerEvents, workerBytes int
+	var issuedBy, revokedBy, reasons, workerEvents, workerBytes, slotWaits, delegatorShares int
 	for seed := range uint64(200) {
 		rng := rand.New(rand.NewPCG(seed, 42))
 		evs := randomHistory(rng, 50+rng.IntN(400))
@@ -42,11 +43,21 @@ func TestFoldProperties(t *testing.T) {
 				if task.ActorBytes > 0 {
 					workerBytes++
 				}
+				if task.SlotWaitAt > 0 {
+					slotWaits++
+				}
+			}
+			for _, d := range r.dels {
+				if d.ShareHolder != d.ParentTaskID {
+					delegatorShares++
+				}
 			}
 		}
 	}
 	require.Positive(t, workerEvents, "no task counted the events its worker appended")
 	require.Positive(t, workerBytes, "no task counted the bytes its worker appended")
+	require.Positive(t, slotWaits, "no task waited for a slot")
+	require.Positive(t, delegatorShares, "no delegation's slot counted for its delegating worker's share")
 	require.Positive(t, issuedBy, "no credential recorded who issued it")
 	require.Positive(t, revokedBy, "no credential recorded who revoked it")
 	require.Positive(t, reasons, "no credential recorded why it was revoked")

@@ -27,10 +27,15 @@ import (
 // its actor (Task.ActorEvents, ActorBytes); format 12 counts there what the
 // workers of the delegations a task started appended too, and their results
 // (shareHolder, resultOf); format 13 when each task last waited for a slot
-// (Task.SlotWaitAt). An older snapshot lacks them, so it is refused and the
-// state rebuilt from position 1.
+// (Task.SlotWaitAt); format 14 whose share of the slots each delegation
+// counts for (Delegation.ShareHolder), and counts the workers' appends by the
+// config's shareByDelegator in force at each event. An older snapshot lacks
+// them, so it is refused and the state rebuilt from position 1.
 //
-// NB: this format alone is read. Every older one lacks which tasks wait for
+// NB: this format alone is read. Every older one counted a delegation's
+// worker for its delegating task whatever the config (a state decoded from
+// one would refuse a worker of a log written before shareByDelegator that
+// the fold from position 1 admits), the older still lacks which tasks wait for
 // a slot (a state decoded from one would admit a worker past its share of
 // its run's slots that the fold from position 1 refuses), the older still
 // what each worker appended with its delegations (one would let a worker
@@ -44,7 +49,7 @@ import (
 // one is ignored and its run re-folded, and the fold from position 1 that
 // a refused snapshot causes writes every view and summary again (the
 // summaries at the versions already there).
-const SnapshotFormat uint16 = 13
+const SnapshotFormat uint16 = 14
 
 // readableFormat reports whether DecodeSnapshot and a view's decoder read
 // format f: SnapshotFormat alone (see its NB).
@@ -479,6 +484,7 @@ func addSnapshotRun(s *State, sr *snapshotRun) error {
 				return fmt.Errorf("run %s: delegation %s holds a slot another run holds", r.run.RunID, d.SubID)
 			}
 			r.inFlight = append(r.inFlight, d.SubID)
+			r.holdWorkerSlot(d.ShareHolder, 1)
 			holdSlot(s, r.run.RunID, d.SubID)
 		}
 	}

@@ -190,7 +190,7 @@ func appendDelegation(b []byte, d *Delegation) []byte {
 	if d == nil {
 		return m.Nil(b)
 	}
-	b = m.MapLen(b, 23)
+	b = m.MapLen(b, 24)
 	b = m.String(m.String(b, "runId"), d.RunID)
 	b = m.String(m.String(b, "subId"), d.SubID)
 	b = m.String(m.String(b, "parentTaskId"), d.ParentTaskID)
@@ -213,7 +213,8 @@ func appendDelegation(b []byte, d *Delegation) []byte {
 	b = m.Bool(m.String(b, "ok"), d.OK)
 	b = m.Int64(m.String(b, "usageTokens"), d.UsageTokens)
 	b = m.Bool(m.String(b, "expired"), d.Expired)
-	return m.String(m.String(b, "messageId"), d.MessageID)
+	b = m.String(m.String(b, "messageId"), d.MessageID)
+	return m.String(m.String(b, "shareHolder"), d.ShareHolder)
 }
 
 func appendAccount(b []byte, a *Account) []byte {

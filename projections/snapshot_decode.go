@@ -684,6 +684,9 @@ func readDelegation(r *viewReader, d *Delegation) {
 		case "parentAttempt":
 			r.once(&seen, 22)
 			d.ParentAttempt = int(r.int())
+		case "shareHolder":
+			r.once(&seen, 23)
+			d.ShareHolder = r.str()
 		default:
 			r.fail()
 		}

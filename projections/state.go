@@ -75,6 +75,10 @@ type runState struct {
 	// slotWaiters holds the tasks whose SlotWaitAt is set: the candidates for a worker that waits for a slot
 	// (worker_slots.go), so a check walks them, not the run's tasks.
 	slotWaiters map[string]struct{}
+	// slotsHeld counts the delegations in flight by the task whose share of the run's slots each counts for
+	// (Delegation.ShareHolder), no entry for 0: kept by admission and settlement, so a worker's share of the slots
+	// is read, not recounted, on every delegate.request.
+	slotsHeld map[string]int
 
 	accounts     map[string]*Account // by task id
 	accountOrder []string
@@ -127,6 +131,7 @@ func newRunState(r Run) *runState {
 		running:     make(map[roleCwd]int),
 		dels:        make(map[string]*Delegation),
 		slotWaiters: make(map[string]struct{}),
+		slotsHeld:   make(map[string]int),
 		accounts:    make(map[string]*Account),
 		msgIndex:    make(map[string]int),
 		boxes:       make(map[string][]int),
@@ -204,6 +209,7 @@ func (r *runState) clone() *runState {
 	}
 	c.delOrder, c.inFlight = cloneSlice(r.delOrder), cloneSlice(r.inFlight)
 	maps.Copy(c.slotWaiters, r.slotWaiters)
+	maps.Copy(c.slotsHeld, r.slotsHeld)
 	c.accounts = make(map[string]*Account, len(r.accounts))
 	for id, a := range r.accounts {
 		c.accounts[id] = a.clone()

@@ -68,15 +68,16 @@ type Task struct {
 	StartedAt  int64 `json:"startedAt,omitempty" msgpack:"startedAt"`
 	FinishedAt int64 `json:"finishedAt,omitempty" msgpack:"finishedAt"`
 	// ActorEvents and ActorBytes are the events and the bytes of text (what the run's bytes quota counts of each,
-	// RunUsage.Bytes) the task's worker, and the workers of the delegations it started (shareHolder), appended to
-	// the run as their actor, and the messages that delivered those delegations' results (resultOf): what a
-	// worker's share of the events and bytes quotas counts (config quotaWorkerShare). A shadow task's stay 0 (in a log the engine wrote). They
-	// are engine bookkeeping, not part of the wire shape.
+	// RunUsage.Bytes) the task's worker appended to the run as its actor and, under the config's ShareByDelegator
+	// in force at each event, what the workers of the delegations it started appended (shareHolder) and the
+	// messages that delivered those delegations' results (resultOf): what a worker's share of the events and bytes
+	// quotas counts (config quotaWorkerShare). A shadow task's count only what its worker appended while the knob
+	// was off. They are engine bookkeeping, not part of the wire shape.
 	ActorEvents int64 `json:"-" msgpack:"actorEvents"`
 	ActorBytes  int64 `json:"-" msgpack:"actorBytes"`
-	// SlotWaitAt is when the task's worker, or the worker of a delegation it started, was last refused a slot
-	// while the task held fewer than its share with its delegations (worker_slots.go); 0 when it has been admitted
-	// since, or never refused. Engine bookkeeping, not part of the wire shape.
+	// SlotWaitAt is, under the config's WorkerSlotShare, when the task's worker, or the worker of a delegation it
+	// started, was last refused a slot while the task held fewer than its share with its delegations
+	// (worker_slots.go); 0 when it has been admitted since, or never refused. Engine bookkeeping, not part of the wire shape.
 	SlotWaitAt int64 `json:"-" msgpack:"slotWaitAt"`
 
 	// ord is the task's place in its run's creation order (runState.taskOrder), which orders the run's tasks

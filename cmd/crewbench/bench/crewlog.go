@@ -66,6 +66,9 @@ func benchConfig(slots int) projections.Config {
 	// crewd's shares of one worker, so that every admission (a worker's) pays for their checks as under crewd.
 	cfg.QuotaWorkerMsgShare, cfg.QuotaWorkerShare = projections.DefaultQuotaWorkerMsgShare,
 		projections.DefaultQuotaWorkerShare
+	// crewd's rules of a worker's shares (--share-by-delegator, --worker-slot-share); the slot rule stays off
+	// with the run's, as SlotShare is 0.
+	cfg.ShareByDelegator, cfg.WorkerSlotShare = true, true
 	return cfg
 }
 

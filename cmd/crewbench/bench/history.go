@@ -84,6 +84,8 @@ func historyConfig() projections.Config {
 	cfg.SlotShare = 0
 	cfg.QuotaEvents, cfg.QuotaBytes, cfg.QuotaMsgsPerMin = 0, 0, 0
 	cfg.RerouteEndedAttempts = true // crewd's rule, not a flag
+	// crewd's defaults (--share-by-delegator, --worker-slot-share), as historyDaemonFlags leave them
+	cfg.ShareByDelegator, cfg.WorkerSlotShare = true, true
 	return cfg
 }
 

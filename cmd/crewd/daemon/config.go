@@ -158,14 +158,16 @@ var options = []option{
 	{"budget-mode", kindString, "picrew|nested", "how a delegation's grant is found: picrew (every task seeded with the run's budgetTotal) or nested (a grandchild's grant is its reservation; a run never spends more than budgetTotal)", fixed(events.BudgetModePicrew)},
 	{"model-catalog", kindString, "FILE", "file of allowed models, one per line ('#' comments); absent: no model check; unreadable: every explicit model is denied", fixed("")},
 	{"settle-grace", kindDuration, "DURATION", fmt.Sprintf("time after a delegation's timeout before the engine times it out, whole seconds, 0s..%ds", commands.MaxSettleGraceSec), fixed("30s")},
-	{"slot-share", kindIntOrAuto, "N|auto", fmt.Sprintf("slots one run, and one worker of a run with its delegations, may hold while another run, or another task of its run, waits for one, 0..%d (0: no share); auto: half of --max-slots, at least 1", commands.MaxMaxSlots), fixed("auto")},
-	{"slot-wait", kindDuration, "DURATION", fmt.Sprintf("how long a run or a task refused a slot counts as waiting for one, whole seconds, 0s..%ds (0s: no fair slots)", commands.MaxSlotWaitSec), fixed(fmt.Sprintf("%ds", projections.DefaultSlotWaitSec))},
+	{"slot-share", kindIntOrAuto, "N|auto", fmt.Sprintf("slots one run may hold while another run waits for one, and (--worker-slot-share) one worker of a run with its delegations while another task of its run waits, 0..%d (0: no share); auto: half of --max-slots, at least 1", commands.MaxMaxSlots), fixed("auto")},
+	{"slot-wait", kindDuration, "DURATION", fmt.Sprintf("how long a run, or (--worker-slot-share) a task, refused a slot counts as waiting for one, whole seconds, 0s..%ds (0s: no fair slots)", commands.MaxSlotWaitSec), fixed(fmt.Sprintf("%ds", projections.DefaultSlotWaitSec))},
 	{"quota-events", kindInt, "N", fmt.Sprintf("events one run may hold, 0..%d (0: no limit)", maxQuota), fixed(strconv.Itoa(projections.DefaultQuotaEvents))},
 	{"quota-bytes", kindInt, "BYTES", fmt.Sprintf("bytes of text one run may hold (every string its events record: message bodies and subjects, ids, command ids), 0..%d (0: no limit)", maxQuota), fixed(strconv.Itoa(projections.DefaultQuotaBytes))},
 	{"quota-msg-rate", kindInt, "N", fmt.Sprintf("messages one run may take per minute, 0..%d (0: no limit)", maxQuota), fixed(strconv.Itoa(projections.DefaultQuotaMsgsPerMin))},
 	{"quota-reserve", kindInt, "PERCENT", fmt.Sprintf("percent of each run quota only the run's orchestrator and the admin may use, 0..%d: its workers together stop at the rest, so none of them can lock the orchestrator out of its run", commands.MaxQuotaReserve), fixed(strconv.Itoa(projections.DefaultQuotaReserve))},
 	{"quota-worker-msg-share", kindInt, "PERCENT", fmt.Sprintf("percent of what a run's workers share of its message rate (the rate less the reserve) that any one worker may use, 0..%d (0 or %d: no share of its own), so one worker flooding its run cannot silence the others", commands.MaxQuotaWorkerMsgShare, commands.MaxQuotaWorkerMsgShare), fixed(strconv.Itoa(projections.DefaultQuotaWorkerMsgShare))},
 	{"quota-worker-share", kindInt, "PERCENT", fmt.Sprintf("percent of what a run's workers share of its events quota and of its bytes quota (each quota less the reserve) that any one worker may have appended, 0..%d (0 or %d: no share of its own), so one worker flooding its run cannot leave the others refused quota-exceeded", commands.MaxQuotaWorkerShare, commands.MaxQuotaWorkerShare), fixed(strconv.Itoa(projections.DefaultQuotaWorkerShare))},
+	{"share-by-delegator", kindBool, "[=BOOL]", "count what the worker of a delegation appends and sends, and the result delivered for it, for the shares (--quota-worker-share, --quota-worker-msg-share) of the workflow task whose delegation started it, so a worker cannot pass its share by delegating; false: each delegation's worker has a share of its own and a result counts for none, as in a log written before the knob", fixed("true")},
+	{"worker-slot-share", kindBool, "[=BOOL]", "hold one worker of a run, with the delegations it started and theirs, to --slot-share slots while another task of its run waits for one (refused a slot within --slot-wait), so one worker cannot take every slot its run may hold; false: only runs share the pool, as in a log written before the knob", fixed("true")},
 	{"max-frame", kindInt, "BYTES", fmt.Sprintf("broker frame cap in bytes, newline included, %d..%d", wire.MaxFrameFloor, wire.MaxFrameCeiling), fixed(strconv.Itoa(wire.DefaultMaxFrame))},
 	{"outbound-queue-cap", kindInt, "N", fmt.Sprintf("frames queued per connection before a subscriber is resynced, %d..%d", minOutboundQueueCap, maxOutboundQueueCap), fixed(strconv.Itoa(defaultOutboundQueueCap))},
 	{"min-free-mib", kindInt, "MIB", fmt.Sprintf("free space (MiB) the store's file system must keep: below it crewd does not start and answers writes disk-full, and refuses a checkpoint (crewctl backup) that would bring it there; 0 disables, 0..%d", maxMinFreeMiB), fixed("256")},
@@ -408,6 +410,8 @@ func Load(args []string, env Env) (Config, error) {
 	// NB: a rule, not a choice: a knob only so that engine.configured records when it came into force, and replay
 	// decides a settlement of a log written before it as it was decided.
 	c.Engine.RerouteEndedAttempts = true
+	c.Engine.ShareByDelegator = boolean("share-by-delegator")
+	c.Engine.WorkerSlotShare = boolean("worker-slot-share")
 	if text, _ := str("model-catalog"); text != "" {
 		c.ModelCatalogFile = absPath(text)
 		catalog, err := readModelCatalog(c.ModelCatalogFile)

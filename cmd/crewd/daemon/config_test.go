@@ -40,6 +40,8 @@ func TestLoadDefaults(t *testing.T) {
 	engine.QuotaWorkerMsgShare = projections.DefaultQuotaWorkerMsgShare
 	engine.QuotaWorkerShare = projections.DefaultQuotaWorkerShare
 	engine.RerouteEndedAttempts = true // a rule of crewd's, in no log without a config
+	// crewd's defaults, in no log written before the knobs
+	engine.ShareByDelegator, engine.WorkerSlotShare = true, true
 	require.Equal(t, Config{
 		DataDir:          "/home/u/.local/share/crewlog",
 		SocketPath:       "/tmp/crewlog-1234/crewd.sock",
@@ -99,6 +101,7 @@ func TestLoadFlagsOverride(t *testing.T) {
 		"-log-level", "debug", "--log-format", "json", "--min-free-mib", "0", "--open-timeout", "0s", "--socket-group", "4242", "--retention", "0s",
 		"--cache-mib", "64", "--memtable-mib", "48", "--memory-mib", "0",
 		"--slot-share", "3", "--slot-wait", "30s", "--quota-events", "5000", "--quota-bytes", "1048576", "--quota-msg-rate", "0", "--quota-reserve", "25", "--quota-worker-msg-share", "40", "--quota-worker-share", "30",
+		"--share-by-delegator=false", "--worker-slot-share=false",
 		"--http", "0.0.0.0:8080", "--http-allow-remote",
 	}, homeEnv)
 	require.NoError(t, err)
@@ -265,6 +268,8 @@ func TestLoadInvalid(t *testing.T) {
 		{"worker message share high", []string{"--quota-worker-msg-share", "101"}, []string{"--quota-worker-msg-share: 101 is outside 0..100"}},
 		{"worker share high", []string{"--quota-worker-share", "101"}, []string{"--quota-worker-share: 101 is outside 0..100"}},
 		{"worker share negative", []string{"--quota-worker-share", "-1"}, []string{"--quota-worker-share: -1 is outside 0..100"}},
+		{"share by delegator", []string{"--share-by-delegator=some"}, []string{`--share-by-delegator: "some" is not true or false`}},
+		{"worker slot share", []string{"--worker-slot-share=2"}, []string{`--worker-slot-share: "2" is not true or false`}},
 		{"grace negative", []string{"--settle-grace", "-1s"}, []string{"--settle-grace: -1s is outside 0s..86400s"}},
 		{"grace high", []string{"--settle-grace", "25h"}, []string{"--settle-grace: 25h0m0s is outside 0s..86400s"}},
 		{"max-frame low", []string{"--max-frame", "1023"}, []string{"--max-frame: 1023 is outside 1024..1048576"}},

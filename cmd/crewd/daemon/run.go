@@ -328,7 +328,8 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 		"slotWaitSec", engineConfig.SlotWaitSec, "quotaEvents", engineConfig.QuotaEvents,
 		"quotaBytes", engineConfig.QuotaBytes, "quotaMsgsPerMin", engineConfig.QuotaMsgsPerMin,
 		"quotaReserve", engineConfig.QuotaReserve, "quotaWorkerMsgShare", engineConfig.QuotaWorkerMsgShare,
-		"quotaWorkerShare", engineConfig.QuotaWorkerShare)
+		"quotaWorkerShare", engineConfig.QuotaWorkerShare, "shareByDelegator", engineConfig.ShareByDelegator,
+		"workerSlotShare", engineConfig.WorkerSlotShare)
 	serveCtx, stopServing := context.WithCancel(ctx)
 	defer stopServing()
 	if mallocTrims {
