@@ -43,6 +43,9 @@ func benchEngine(b *testing.B, submitters int) {
 	defer l.Close()
 	cfg := projections.DefaultConfig()
 	cfg.MaxSlots = 64
+	// NB: the rules crewd's defaults put in force, which DefaultConfig (a log's before its first config) leaves
+	// off: every admission checks the worker's share of the slots, and a worker holding its share looks for waiters.
+	cfg.ShareByDelegator, cfg.WorkerSlotShare = true, true
 	e, err := Open(l, Options{Config: &cfg, ExpiryInterval: -1})
 	require.NoError(b, err)
 	defer e.Close()
