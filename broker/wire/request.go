@@ -139,10 +139,15 @@ func requestMembers(frame []byte) (id, method, params []byte, ok bool) {
 // lastMembers sets vals[j] to the raw value of the last top-level member of obj named keys[j] (after unescaping,
 // matched exactly, as in JSON.parse), and leaves it nil when there is none. obj must be valid JSON; ok is false when
 // it is not an object.
+//
+// NB: the keys are compared as EachMember gives them, an escaped one decoded into its one buffer: decoded each to a
+// string, for each of keys, a frame's worth of escaped keys a peer made up cost megabytes per frame, before its hello.
 func lastMembers(obj []byte, keys []string, vals [][]byte) (ok bool) {
-	return eachMember(obj, func(key, value []byte) {
-		if j := keyIndex(key, keys); j >= 0 {
-			vals[j] = value
+	return EachMember(obj, func(key, value []byte) {
+		for j, k := range keys {
+			if string(key) == k {
+				vals[j] = value
+			}
 		}
 	})
 }
@@ -191,25 +196,6 @@ func eachMember(obj []byte, fn func(key, value []byte)) bool {
 		}
 	}
 	return true
-}
-
-// keyIndex returns the index in keys of the quoted JSON string key, or -1.
-func keyIndex(key []byte, keys []string) int {
-	for j, k := range keys {
-		if keyIs(key, k) {
-			return j
-		}
-	}
-	return -1
-}
-
-// keyIs reports whether the quoted JSON string key decodes to k.
-func keyIs(key []byte, k string) bool {
-	if inner := key[1 : len(key)-1]; bytes.IndexByte(inner, '\\') < 0 {
-		return string(inner) == k
-	}
-	s, _ := jsonString(key)
-	return s == k
 }
 
 // jsonString decodes raw, a valid JSON value, when it is a string (never from null, unlike unmarshalling into a
