@@ -76,8 +76,8 @@
 //     left in the Reader's buffer, valid until its next read.
 //   - EachMember splits a valid JSON object into its members, each key decoded as encoding/json decodes it (a fuzz
 //     test holds it to decoding the object into a map), allocating nothing per member: its keys alias the object or
-//     are decoded into one buffer it reuses. The decoders find a frame's own members (id, method, params, …) with it
-//     too, so a frame's worth of keys a peer made up costs no string a key there either.
+//     are decoded into one buffer it reuses. The decoders find a frame's own members (id, method, params, …) and a
+//     hello's with it too, so a frame's worth of keys a peer made up costs no string a key there either.
 //   - AppendFrame encodes requests, success responses and pushes without reflection, byte for byte as
 //     encoding/json does (fuzz tests compare them), and anything else through encoding/json. A CompactResponse's
 //     result is copied as it is: that it is compact, valid JSON is its producer's word (the broker's events.since).

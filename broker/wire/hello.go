@@ -43,30 +43,32 @@ type HelloAck struct {
 	OK       bool   `json:"ok"`
 }
 
+// helloKeys are the members of hello params DecodeHello reads: the protocol, then the credential's three strings.
+var helloKeys = [...]string{"protocol", "runId", "taskId", "token"}
+
 // DecodeHello validates hello params as pi-crew does: an object with protocol the number 1, and runId, taskId and
 // token strings of 1..256 UTF-16 code units; other keys are ignored. Any failure is the same *Error, code auth,
 // message "hello rejected", so a prober learns nothing about which field was wrong; the broker then closes.
 func DecodeHello(params json.RawMessage) (Hello, error) {
 	rejected := NewError(CodeAuth, MsgHelloRejected)
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(params, &fields); err != nil || fields == nil {
+	// NB: the members read found where they are (lastMembers), not the params decoded into a map of every key: a
+	// frame's worth of keys a peer made up cost megabytes per hello, before it was authenticated.
+	var fields [len(helloKeys)][]byte
+	if !validJSON(params) || !lastMembers(params, helloKeys[:], fields[:]) {
 		return Hello{}, rejected
 	}
 	// JSON.parse makes 1, 1.0 and 1e0 the same number, so compare the value, not the text.
 	var protocol float64
-	if json.Unmarshal(fields["protocol"], &protocol) != nil || protocol != ProtocolVersion {
+	if json.Unmarshal(fields[0], &protocol) != nil || protocol != ProtocolVersion {
 		return Hello{}, rejected
 	}
 	h := Hello{Protocol: ProtocolVersion}
-	for _, f := range []struct {
-		key string
-		dst *string
-	}{{"runId", &h.RunID}, {"taskId", &h.TaskID}, {"token", &h.Token}} {
-		s, ok := jsonString(fields[f.key])
+	for i, dst := range []*string{&h.RunID, &h.TaskID, &h.Token} {
+		s, ok := jsonString(fields[1+i])
 		if !ok || s == "" || UTF16Len(s) > maxCredentialLen {
 			return Hello{}, rejected
 		}
-		*f.dst = s
+		*dst = s
 	}
 	return h, nil
 }
