@@ -328,7 +328,7 @@ func (s *inboundShare) leave(b *inboundBudget) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i := slices.Index(s.budgets[:], b)
-	if s.closed || i < 0 {
+	if b == nil || s.closed || i < 0 {
 		return
 	}
 	if s.held > 0 {

@@ -171,33 +171,35 @@ func (s *Server) giveBackEnded(c *conn) {
 	}
 	c.givenBack = true
 	s.unclaimPlace(c)
-	k := credKey(c.id)
+	k, rk := credKey(c.id), runKey(c.id)
 	if k == "" || !c.bound {
 		return
 	}
 	c.out.leave(s.credOut[k])
-	leaveBudget(s.credOut, k)
-	if b := s.credIn[k]; b != nil {
-		c.in.leave(b)
-	}
-	leaveBudget(s.credIn, k)
-	if rk := runKey(c.id); rk != "" {
-		c.out.leave(s.runOut[rk])
-		leaveBudget(s.runOut, rk)
-		if b := s.runIn[rk]; b != nil {
-			c.in.leave(b)
-		}
-		leaveBudget(s.runIn, rk)
-	}
-	if c.subCounted {
-		decrement(s.credSubs, k)
-		c.subCounted = false
-	}
+	c.out.leave(s.runOut[rk])
+	c.in.leave(s.credIn[k])
+	c.in.leave(s.runIn[rk])
+	s.leaveKeyed(c)
 	c.mu.Lock()
 	waits := c.waits
 	c.mu.Unlock()
 	for range waits {
 		decrement(s.credWaits, k)
+	}
+}
+
+// leaveKeyed stops counting c, bound, against its credential's and its run's outbound and inbound budgets and its
+// credential's subscriptions. The bytes c holds of those budgets are given back by its queue and its reader: as it
+// closes (forget), or before (giveBackEnded). With s.mu held.
+func (s *Server) leaveKeyed(c *conn) {
+	k, rk := credKey(c.id), runKey(c.id)
+	leaveBudget(s.credOut, k)
+	leaveBudget(s.runOut, rk)
+	leaveBudget(s.credIn, k)
+	leaveBudget(s.runIn, rk)
+	if c.subCounted {
+		decrement(s.credSubs, k)
+		c.subCounted = false // NB: a subscription ending with a resync after this gives nothing back again
 	}
 }
 

@@ -396,20 +396,10 @@ func (s *Server) forget(c *conn) identity {
 	defer s.mu.Unlock()
 	delete(s.conns, c)
 	s.helloDone(c)
-	if c.bound {
-		k := credKey(c.id)
+	if c.bound && !c.givenBack {
 		// NB: the connection's bytes are released from these budgets when close drops its queue and its reader's
 		// share, right after; a connection whose credential ended left them already (giveBackEnded).
-		if !c.givenBack {
-			leaveBudget(s.credOut, k)
-			leaveBudget(s.runOut, runKey(c.id))
-			leaveBudget(s.credIn, k)
-			leaveBudget(s.runIn, runKey(c.id))
-		}
-		if c.subCounted {
-			decrement(s.credSubs, k)
-			c.subCounted = false // NB: a subscription ending with a resync after this gives nothing back again
-		}
+		s.leaveKeyed(c)
 	}
 	s.unclaimPlace(c)
 	if c.bound && c.id.runID != "" {
