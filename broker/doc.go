@@ -142,8 +142,9 @@
 //     list decoded no further than one element past its bound by ParseCommand, and refused past it before it is
 //     decoded by the handlers (params.strs), so a frame of tens of thousands of short strings costs no slice of them;
 //     a params object read where it is, never decoded into a map of its keys (params.go, and splitParams for a
-//     command, which keeps the keys the commands read and one other), so neither do tens of thousands of made-up
-//     keys, before the role is checked or after; pacing buckets only for keys charged recently (a full bucket is
+//     command, which keeps the keys the commands read and one other; a frame's own members and a hello's credential
+//     likewise, wire.EachMember), so neither do tens of thousands of made-up keys, before the role is checked or
+//     after; pacing buckets only for keys charged recently (a full bucket is
 //     deleted, pacer.go), so processes that each send one refused hello leave none behind once their buckets refill;
 //     a credential's or a run's outbound and inbound budgets only while it has connections.
 //   - Every list a query answers is reachable whatever its size: query.tasks, query.delegations, query.ledger,
