@@ -103,14 +103,15 @@ func coldIDsOf(t *testing.T, s *State) []string {
 
 // A snapshot or a view of an older format lacks the credentials' actors (format 9 has them, but not the delegations'
 // parent attempts): decoded, it would answer without them. So neither is read, format 7 (which format 8 read) no
-// more than formats 8 and 9; this format is. An older one is refused by
+// more than formats 8 to 13; this format is. An older one is refused by
 // its header, not after msgpack's reflection has walked its whole record.
 func TestOlderSnapshotAndViewFormatsAreRefused(t *testing.T) {
 	s := fold(mixedHistory())
 	for _, tc := range []struct {
 		format   uint16
 		readable bool
-	}{{7, false}, {olderFormat, false}, {9, false}, {10, false}, {11, false}, {12, false}, {SnapshotFormat, true}} {
+	}{{7, false}, {olderFormat, false}, {9, false}, {10, false}, {11, false}, {12, false},
+		{13, false}, {SnapshotFormat, true}} {
 		snap := toSnapshot(s)
 		b, err := appendSnapshot(m.Uint16(nil, tc.format), &snap, nil)
 		require.NoError(t, err)
