@@ -145,11 +145,12 @@ type Policy struct {
 	Waiting   int `json:"waiting,omitempty" msgpack:"waiting,omitempty"`
 	RunHeld   int `json:"runHeld,omitempty" msgpack:"runHeld,omitempty"`
 	SlotShare int `json:"slotShare,omitempty" msgpack:"slotShare,omitempty"`
-	// A worker's slot share inputs (crewlog only), recorded when at least one
-	// other task of the run, with the delegations it started, waited for a
-	// slot: WorkerWaiting such tasks waited, and the requesting task held
-	// WorkerHeld slots with its delegations (its share is SlotShare too).
-	// Absent when no other task of the run waited.
+	// A worker's slot share inputs (crewlog only), recorded on a refusal by
+	// that share alone: the task whose share the requesting worker uses (its
+	// own, or the workflow task whose delegation started it) held WorkerHeld
+	// slots with its delegations, at least its share (SlotShare too), while
+	// WorkerWaiting other tasks of the run waited for a slot. Absent
+	// otherwise: a request within its share is not checked for waiters.
 	WorkerWaiting int `json:"workerWaiting,omitempty" msgpack:"workerWaiting,omitempty"`
 	WorkerHeld    int `json:"workerHeld,omitempty" msgpack:"workerHeld,omitempty"`
 	// Otherwise is, on a refusal for a slot (slots-exhausted,
