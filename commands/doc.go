@@ -235,9 +235,9 @@
 // (bad-params) → run exists (no-manifest) → nesting enabled
 // (delegate.rejected nesting-disabled, policy-disabled) → mint the subId →
 // parent exists (no-task) → parent running, its run not ended and, for a
-// delegation, not asked to cancel (parent-not-running, bad-params) → role, trust, depth, slots, slot share
-// (fair_slots.go), budget (metered) or unmetered-denied, model catalog, timeout, workspace overlap (all
-// policy-denied). Everything from
+// delegation, not asked to cancel (parent-not-running, bad-params) → role, trust, depth, slots, the run's slot
+// share, its worker's slot share under workerSlotShare (fair_slots.go), budget (metered) or unmetered-denied, model
+// catalog, timeout, workspace overlap (all policy-denied). Everything from
 // the subId on is one batch: delegate.requested followed by
 // delegate.rejected, or by delegate.admitted and (metered) budget.reserved.
 // Every rejection records the policy inputs it saw (events.Policy). Any role
