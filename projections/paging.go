@@ -186,9 +186,10 @@ func (s *State) LedgerPage(runID string, f PageFilter) (Page[Account], error) {
 
 // LedgerPageWithin is LedgerPage copying an account's history only when it holds at most maxHistory entries
 // (reservations and charges together): one with more is given without it (AccountInPage.HistoryOmitted), its totals
-// and counts whole (a reader that shows only the counts, the dashboard's list, passes 0). Why: a page runs under the engine's read lock and must cost the page, not the run, and one account's
-// history may hold most of its run (a task's every metered delegation, a reservation and a charge each); a reader
-// that sends no history past a bound (the broker's frame) copies none past it.
+// and counts whole (a reader that shows only the counts, the dashboard's list, passes 0). Why: a page runs under the
+// engine's read lock and must cost the page, not the run, and one account's history may hold most of its run (a
+// task's every metered delegation, a reservation and a charge each); a reader that sends no history past a bound
+// (the broker's frame) copies none past it.
 func (s *State) LedgerPageWithin(runID string, f PageFilter, maxHistory int) (Page[AccountInPage], error) {
 	r, err := s.lookupRun(runID)
 	if r == nil {

@@ -77,7 +77,8 @@ type Task struct {
 	ActorBytes  int64 `json:"-" msgpack:"actorBytes"`
 	// SlotWaitAt is, under the config's WorkerSlotShare, when the task's worker, or the worker of a delegation it
 	// started, was last refused a slot while the task held fewer than its share with its delegations
-	// (worker_slots.go); 0 when it has been admitted since, or never refused. Engine bookkeeping, not part of the wire shape.
+	// (worker_slots.go); 0 when it has been admitted since, or never refused. Engine bookkeeping, not part of the
+	// wire shape.
 	SlotWaitAt int64 `json:"-" msgpack:"slotWaitAt"`
 
 	// ord is the task's place in its run's creation order (runState.taskOrder), which orders the run's tasks
