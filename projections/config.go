@@ -69,11 +69,12 @@ type Config struct {
 	// asked for it. Off (every log written before the knob), the result goes to the parent task.
 	RerouteEndedAttempts bool `json:"rerouteEndedAttempts,omitempty" msgpack:"rerouteEndedAttempts,omitempty"`
 	// ShareByDelegator makes a worker's share of its run's quotas (QuotaWorkerShare, QuotaWorkerMsgShare) cover the
-	// delegations it started: what a shadow task's worker appends and sends, and the message delivering a
-	// delegation's result, count for the workflow task whose delegation started it (shareHolder), so a worker
-	// cannot pass its share by delegating and flooding from its grandchildren. Off (every log written before the
-	// knob), each task's worker has a share of its own, counted by what it appended as its actor, and a result
-	// counts for none. The fold counts each event by the knob in force at its position (countActor).
+	// delegations it started: what a shadow task's worker appends and sends, and (of the events and bytes quotas
+	// alone: its sender is the delegation, no task) the message delivering a delegation's result, count for the
+	// workflow task whose delegation started it (shareHolder), so a worker cannot pass its share by delegating and
+	// flooding from its grandchildren. Off (every log written before the knob), each task's worker has a share of
+	// its own, counted by what it appended as its actor, and a result counts for none. The fold counts each event
+	// by the knob in force at its position (countActor).
 	//
 	// NB: a knob of its own, not WorkerSlotShare's: the two are separate rules, of different resources (what a
 	// run holds, what the pool lends), and a store may want the quota rule with no slot rule (a pool of one slot,
