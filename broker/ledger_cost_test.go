@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"math"
 	"runtime"
 	"testing"
 
@@ -24,15 +25,21 @@ func TestLedgerPageCopiesNoHistoryItOmits(t *testing.T) {
 		return accounts[0].(map[string]any)
 	}
 	read() // NB: the connection's buffers grown, and the engine's published state settled, before measuring
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	acct := read()
-	runtime.ReadMemStats(&after)
+	// NB: the least of three reads: TotalAlloc counts the whole process, whose other goroutines may allocate during
+	// one read; a copy of the history costs every read.
+	least, acct := uint64(math.MaxUint64), map[string]any(nil)
+	for range 3 {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		acct = read()
+		runtime.ReadMemStats(&after)
+		least = min(least, after.TotalAlloc-before.TotalAlloc)
+	}
 	require.Equal(t, true, acct["historyOmitted"])
 	require.Nil(t, acct["reservations"])
 	require.Nil(t, acct["charges"])
 	require.EqualValues(t, n*9, acct["tokensSpent"], "the totals are whole")
 	// NB: the history is 2,000 entries, over 100 KB as a copy and 150 KB encoded; the page, a few KB.
-	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(32<<10), "bytes allocated to read the page")
+	require.Less(t, least, uint64(32<<10), "bytes allocated to read the page")
 }
