@@ -258,7 +258,7 @@ func settlementFrom(group []events.Event) (commands.Command, string, bool) {
 	msg := events.PayloadAs[events.MailboxAppended](group[0])
 	last := settledEvent(group)
 	term := SettledPayload(last.Payload)
-	if msg == nil || term == nil || !strings.HasPrefix(msg.From, "delegate:") {
+	if msg == nil || term == nil || !strings.HasPrefix(msg.From, events.ResultSenderPrefix) {
 		return nil, "", false
 	}
 	id := msg.ID

@@ -142,7 +142,7 @@ func (c *conn) fitResult(x *commands.DelegateSettle) {
 	}
 	// The widest the engine may make of the rest of the message: the widest data (ok and timedOut false, which
 	// JSON writes a byte wider than true, cancelled set), every time shown.
-	m := projections.Message{RunID: runID, From: "delegate:" + x.SubID, Kind: events.KindGroupJoin,
+	m := projections.Message{RunID: runID, From: events.ResultSenderPrefix + x.SubID, Kind: events.KindGroupJoin,
 		Priority: events.PriorityNormal, DeliveryMode: events.DeliveryInterrupt,
 		Body: commands.ResultBody(x.SubID, x.Outcome, ""), Rerouted: true,
 		Data:   &events.MessageData{SubID: x.SubID, Cancelled: true},

@@ -155,7 +155,7 @@ func settlement(s *projections.State, env *Env, d projections.Delegation, outcom
 	msgID := messageID(env)
 	rec := new(settlementRecords)
 	rec.delivered = events.MailboxAppended{
-		ID: msgID, To: to, From: "delegate:" + d.SubID, Kind: events.KindResponse, Priority: events.PriorityNormal,
+		ID: msgID, To: to, From: events.ResultSenderPrefix + d.SubID, Kind: events.KindResponse, Priority: events.PriorityNormal,
 		DeliveryMode: events.DeliveryNextTurn, Body: body, Rerouted: rerouted,
 		// NB: an allocation of its own: the mailbox keeps this pointer for
 		// as long as the message, and would keep the whole block with it.

@@ -22,6 +22,10 @@ const (
 	KindGroupJoin = "group_join"
 )
 
+// ResultSenderPrefix begins the sender (From) of the message that delivers a delegation's result: "delegate:" and
+// its subId, as pi-crew writes it (D§6). The engine writes it, projections and audit tell a result by it.
+const ResultSenderPrefix = "delegate:"
+
 // Message priorities and delivery modes (D§2.6).
 const (
 	PriorityUrgent = "urgent"

@@ -47,7 +47,7 @@ func (r *runState) resultOf(ev events.Event) string {
 	if p == nil || p.Data == nil || p.Data.SubID == "" {
 		return ""
 	}
-	if sub, ok := strings.CutPrefix(p.From, "delegate:"); !ok || sub != p.Data.SubID {
+	if sub, ok := strings.CutPrefix(p.From, events.ResultSenderPrefix); !ok || sub != p.Data.SubID {
 		return ""
 	}
 	if d := r.dels[p.Data.SubID]; d != nil {

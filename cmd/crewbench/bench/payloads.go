@@ -81,7 +81,7 @@ func settleEvents(subID, outcome string) ([]event, error) {
 	body := fencedResult(subID, outcome)
 	return []event{
 		{events.TypeMailboxAppended, &events.MailboxAppended{
-			ID: msgID, To: parentTask, From: "delegate:" + subID, Kind: events.KindResponse,
+			ID: msgID, To: parentTask, From: events.ResultSenderPrefix + subID, Kind: events.KindResponse,
 			Priority: events.PriorityNormal, DeliveryMode: events.DeliveryNextTurn, Body: body,
 			Data: &events.MessageData{SubID: subID, OK: outcome == "ok", TimedOut: outcome == "timed_out",
 				Cancelled: outcome == "cancelled"}}},

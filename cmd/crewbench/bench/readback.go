@@ -176,7 +176,7 @@ func checkPayload(typ string, p any) (sub, bad string) {
 		if v.Data != nil {
 			sub = v.Data.SubID
 		}
-		want(parent(v.To) && v.From == "delegate:"+sub && v.Kind == events.KindResponse &&
+		want(parent(v.To) && v.From == events.ResultSenderPrefix+sub && v.Kind == events.KindResponse &&
 			v.Priority != "" && v.DeliveryMode != "" && v.ID != "", "addressing")
 		want(v.Data != nil && v.Body == fencedResult(sub, outcomeOf(v.Data)), "body")
 	default:
