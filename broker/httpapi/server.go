@@ -41,6 +41,9 @@ type Server struct {
 	// keepAliveTicks is a test's hook: stands in for the ticker of a stream's keep-alives, asked to tick every
 	// Options.KeepAlive (keepAliveTicker).
 	keepAliveTicks func(every time.Duration) (ticks <-chan time.Time, stop func())
+	// coalesceClock is a test's hook: stands in for the clock and the timer by which a stream spaces its writes
+	// (streamCoalesce): now reads the clock, after waits.
+	coalesceClock *coalesceClock
 	// searching is a test's hook: runs as a search of the runs (q) starts matching a chunk of them.
 	searching func()
 	// warmed is a test's hook: runs once runParam has read a cold run back, before the route reads the state.

@@ -261,10 +261,10 @@ func (st *sseStream) serve(r *http.Request, pr principal) {
 		}
 		st.live = true
 		if len(frames) > 0 {
-			if wait := streamCoalesce - time.Since(lastWrite); wait > 0 {
+			if wait := streamCoalesce - s.coalesceNow().Sub(lastWrite); wait > 0 {
 				// NB: pacing, not synchronisation: batch what arrives in the meantime into fewer writes.
 				select {
-				case <-time.After(wait):
+				case <-s.coalesceAfter(wait):
 				case <-ctx.Done():
 					return
 				}
@@ -280,7 +280,7 @@ func (st *sseStream) serve(r *http.Request, pr principal) {
 			if !st.write(frames...) {
 				return
 			}
-			lastWrite = time.Now()
+			lastWrite = s.coalesceNow()
 		}
 		st.cursor = next
 		if len(frames) > 0 {

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -162,5 +163,59 @@ func TestTheHubsRingHoldsTwiceTheStreamBudget(t *testing.T) {
 			require.LessOrEqual(t, held, 2*tc.budget, "the ring holds at most twice the budget")
 			require.Greater(t, held+len(droppedFrame), 2*tc.budget, "the frame it dropped did not fit")
 		})
+	}
+}
+
+// TestAStreamWritesAtMostEvery100ms: events that arrive within 100 ms of a stream's last write wait for the rest of
+// those 100 ms, as the docs say, and go out once they have passed; the first event after a quiet spell goes at once.
+func TestAStreamWritesAtMostEvery100ms(t *testing.T) {
+	requireDocSays(t, "dashboard-api.md",
+		fmt.Sprintf("Events reach a stream in batches at most every %d ms", streamCoalesce/time.Millisecond))
+	f := newFixture(t, Options{})
+	var mu sync.Mutex
+	now := time.Unix(1_700_000_000, 0)
+	waits := make(chan time.Duration, 16)
+	gate := make(chan struct{})
+	var opened sync.Once
+	open := func() { opened.Do(func() { close(gate) }) }
+	t.Cleanup(open) // before the fixture's: a stream held at the gate would hold the server's Close
+	f.srv.coalesceClock = &coalesceClock{
+		now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now },
+		// A wait passes once the test opens the gate, and moves the clock by its length, as a timer would.
+		after: func(wait time.Duration) <-chan time.Time {
+			waits <- wait
+			<-gate
+			mu.Lock()
+			defer mu.Unlock()
+			now = now.Add(wait)
+			passed := make(chan time.Time, 1)
+			passed <- now
+			return passed
+		},
+	}
+	h := head(f)
+	frames := f.openStream("/api/v1/stream", nil)
+	require.Equal(t, "hello", next(t, frames).event)
+	usage(f, 1)
+	require.Equal(t, strconv.FormatUint(h+1, 10), next(t, frames).id, "the first event goes at once")
+	require.Empty(t, waits, "the first event waited")
+
+	// The clock has not moved since that write: the next events wait the whole 100 ms.
+	usage(f, 2)
+	select {
+	case wait := <-waits:
+		require.Equal(t, streamCoalesce, wait)
+	case <-time.After(time.Minute): // a guard against a hang, not a timing
+		t.Fatal("the stream wrote its second event without waiting")
+	}
+	usage(f, 3)
+	select {
+	case fr := <-frames:
+		t.Fatalf("frame %s written while the stream waits", fr.id)
+	case <-time.After(50 * time.Millisecond):
+	}
+	open()
+	for want := h + 2; want <= h+3; want++ {
+		require.Equal(t, strconv.FormatUint(want, 10), next(t, frames).id)
 	}
 }
