@@ -146,3 +146,45 @@ func TestTheObserverSeesAnEndedCredentialAsARefusal(t *testing.T) {
 	}, 10*time.Second, time.Millisecond)
 	require.Equal(t, CommandReport{Method: "msg.send", Outcome: OutcomeRejected, Reason: "revoked"}, obs.cmds[0])
 }
+
+// A cold run ended long ago, and every worker credential of it with the run: the check answers run-terminal (the
+// reason its holder is told) from the run's status alone, without reading the run's credentials back from the log,
+// whether the secret is the one issued, another, or was revoked. The orchestrator's credential outlives its run's
+// end: it is read back, and holds while it is the one issued.
+func TestAWorkerCredentialOfAColdRunEndedWithItsRun(t *testing.T) {
+	f := openColdEngine(t, Options{Retention: -1})
+	orchDigest := strings.Repeat("cd", 32)
+	f.do(&RunCreate{RunID: "C", Team: "t", Goal: "g", Cwd: "/w", OrchestratorDigest: orchDigest})
+	f.do(&RunTransition{RunID: "C", To: "running"})
+	for _, task := range []string{"T1", "T2"} {
+		f.do(&TaskCreate{RunID: "C", TaskID: task, Role: "executor", Agent: "a", Title: "t", Cwd: "/w"})
+		f.do(&TaskTransition{RunID: "C", TaskID: task, To: "running"})
+		f.do(&CredentialIssue{RunID: "C", TaskID: task, Digest: fxDigest})
+	}
+	f.do(&CredentialRevoke{RunID: "C", TaskID: "T2"})
+	f.do(&RunTransition{RunID: "C", To: "completed"})
+	other := strings.Repeat("ef", 32)
+	f.eng.Read(func(s *projections.State) {
+		require.True(t, s.IsCold("C"))
+		for _, tc := range []struct {
+			name string
+			c    Credential
+			want CredentialEnd
+		}{
+			{"a worker's issued secret", Credential{RunID: "C", Key: "T1", Digest: fxDigest, TaskID: "T1"},
+				CredentialRunEnded},
+			{"a worker's other secret", Credential{RunID: "C", Key: "T1", Digest: other, TaskID: "T1"},
+				CredentialRunEnded},
+			{"a worker's revoked secret", Credential{RunID: "C", Key: "T2", Digest: fxDigest, TaskID: "T2"},
+				CredentialRunEnded},
+			{"a worker never issued one", Credential{RunID: "C", Key: "T3", Digest: fxDigest, TaskID: "T3"},
+				CredentialRunEnded},
+			{"the orchestrator's issued secret", Credential{RunID: "C", Key: events.OrchestratorKey,
+				Digest: orchDigest}, CredentialLive},
+			{"the orchestrator's other secret", Credential{RunID: "C", Key: events.OrchestratorKey,
+				Digest: other}, CredentialRevoked},
+		} {
+			require.Equal(t, tc.want, CheckCredential(s, tc.c), tc.name)
+		}
+	})
+}
