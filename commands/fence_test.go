@@ -159,3 +159,22 @@ func BenchmarkFence(b *testing.B) {
 		_ = fence("gc-0f1e2d3c", "ok", text)
 	}
 }
+
+// The cut holds at MaxResultChars exactly, in characters: a result of MaxResultChars characters is fenced whole, one
+// of a character more is cut to MaxResultChars (a character beyond ASCII counts as one, however many bytes it takes).
+func TestFenceCutsAtMaxResultChars(t *testing.T) {
+	for _, tc := range []struct {
+		name, text, body string
+	}{
+		{"at the bound", strings.Repeat("a", MaxResultChars), strings.Repeat("a", MaxResultChars)},
+		{"one past the bound", strings.Repeat("a", MaxResultChars+1), strings.Repeat("a", MaxResultChars)},
+		{"at the bound beyond ASCII", strings.Repeat("é", MaxResultChars), strings.Repeat("é", MaxResultChars)},
+		{"one past the bound beyond ASCII", strings.Repeat("é", MaxResultChars) + "b",
+			strings.Repeat("é", MaxResultChars)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, "--- delegate gc-1 (ok) ---\n"+tc.body+"\n--- end delegate gc-1 ---",
+				fence("gc-1", "ok", tc.text))
+		})
+	}
+}
