@@ -140,3 +140,32 @@ func TestNoQuestionIsAskedOfAnEndedRun(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, p.Items)
 }
+
+// A question its asker's end closes at or past its deadline has timed out: its ask.timedout names no reason, as
+// AskExpire's does from the deadline on, whichever of the two the writer decides first. A millisecond before the
+// deadline the end closes it early, and says so (asker-ended).
+func TestAskClosedByItsAskersEndFromItsDeadlineOnHasTimedOut(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		at     int64 // milliseconds from the deadline
+		reason string
+	}{
+		{"a millisecond before its deadline", -1, events.AskReasonAskerEnded},
+		{"at its deadline", 0, ""},
+		{"past its deadline", 1, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := fxRunning(t, 0)
+			asked := l.run(&WaitRequest{RunID: fxRun, TaskID: "02_exec", Question: "q", TimeoutSec: fxF(10)})
+			res := asked.Result.(WaitResult)
+			env := fxEnv()
+			env.Now = (res.Deadline + tc.at) * int64(time.Millisecond)
+			dec, err := Decide(l.s, &TaskTransition{RunID: fxRun, TaskID: "02_exec", To: "cancelled"}, env)
+			require.NoError(t, err)
+			fxRequireEvents(t, dec.Events,
+				fxE{events.TypeAskTimedOut, &events.AskTimedOut{TaskID: "02_exec", QuestionID: res.QuestionID,
+					Reason: tc.reason}},
+				fxE{events.TypeTaskCancelled, &events.TaskCancelled{TaskID: "02_exec"}})
+		})
+	}
+}
