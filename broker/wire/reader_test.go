@@ -145,6 +145,8 @@ func TestReadFrameStopsEarly(t *testing.T) {
 			t.Run(name+"/"+strconv.Itoa(limit), func(t *testing.T) {
 				src := &endless{prefix: `{"a":"`, fill: 'x'}
 				r := NewReader(wrap(src), limit)
+				spilled := &countingBudget{limit: 2 * limit}
+				r.UseSpillBudget(spilled)
 
 				var before, after runtime.MemStats
 				runtime.GC()
@@ -155,7 +157,9 @@ func TestReadFrameStopsEarly(t *testing.T) {
 				require.ErrorIs(t, err, ErrFrameTooLarge)
 				require.LessOrEqual(t, src.n, limit+readAhead, "read past the cap")
 				require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(limit+32<<10), "allocated more than a frame")
-				require.LessOrEqual(t, r.cspill, limit-1)
+				// NB: the chunks, not r.cspill, which the refusal has reset: what the line held at its longest.
+				require.LessOrEqual(t, spilled.peak, limit-1, "the chunks of a refused line add up to more than a frame")
+				require.Zero(t, spilled.used, "the refused line's chunks are given back")
 
 				// Sticky: nothing more is read.
 				n := src.n
