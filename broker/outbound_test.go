@@ -246,3 +246,78 @@ func TestACommandsAnswerIsFramedInTheReadersBuffer(t *testing.T) {
 	require.Equal(t, `{"id":"r-18","result":`+string(raw)+"}\n", string(frames[1]), "the queued answer is its own")
 	require.Equal(t, `{"id":"r-19","result":{"ok":false}}`+"\n", string(frames[2]))
 }
+
+// TestOutboundBoundsHoldBothSides: each bound of a connection's queue (its frames, its bytes, the daemon's budget,
+// its credential's) takes a push that brings the connection exactly to it, and refuses one that would take it a byte
+// or a frame past it, taking nothing from any budget. Its reader has room for its next request (hasRoom) below every
+// bound, and none exactly at one.
+func TestOutboundBoundsHoldBothSides(t *testing.T) {
+	const big = 1 << 20
+	for _, tc := range []struct {
+		name            string
+		limit, maxBytes int
+		global, cred    int64
+		pushes          []int // the last one brings the connection to the bound (fits) or past it
+		fits            bool
+	}{
+		{"the connection's bytes, at", 256, 100, big, big, []int{60, 40}, true},
+		{"the connection's bytes, past", 256, 100, big, big, []int{60, 41}, false},
+		{"the daemon's budget, at", 256, big, 100, big, []int{60, 40}, true},
+		{"the daemon's budget, past", 256, big, 100, big, []int{60, 41}, false},
+		{"the credential's budget, at", 256, big, big, 100, []int{60, 40}, true},
+		{"the credential's budget, past", 256, big, big, 100, []int{60, 41}, false},
+		{"the connection's frames, at", 3, big, big, big, []int{60, 1, 1}, true},
+		{"the connection's frames, past", 3, big, big, big, []int{60, 1, 1, 1}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			global, cred := &outboundBudget{limit: tc.global}, &outboundBudget{limit: tc.cred}
+			q := newOutbound(tc.limit, tc.maxBytes, global)
+			q.share(cred)
+			hasRoom := func() bool {
+				q.mu.Lock()
+				defer q.mu.Unlock()
+				return q.hasRoom()
+			}
+			var held int64
+			last := len(tc.pushes) - 1
+			for i, n := range tc.pushes[:last] {
+				require.True(t, q.tryPush(frameOf(n)), "push %d is within every bound", i)
+				held += int64(n)
+			}
+			if tc.fits {
+				require.True(t, hasRoom(), "below every bound, the reader has room")
+				require.True(t, q.tryPush(frameOf(tc.pushes[last])), "a push that brings it to the bound fits")
+				held += int64(tc.pushes[last])
+				require.False(t, hasRoom(), "at the bound, the reader waits for room")
+			} else {
+				require.False(t, q.tryPush(frameOf(tc.pushes[last])), "a push past the bound is refused")
+			}
+			for _, b := range []*outboundBudget{global, cred} {
+				require.Equal(t, held, b.used.Load(), "the budgets count what was taken, a refusal nothing")
+			}
+			q.close()
+			require.Zero(t, global.used.Load()+cred.used.Load(), "a closed connection holds nothing")
+		})
+	}
+}
+
+// TestOutboundAnEndingConnectionTakesNoPush: once a connection is ending (endPushes), neither a push nor a resync
+// frame is queued, nor counted, while the answer of the request its reader serves and the final frame still are.
+func TestOutboundAnEndingConnectionTakesNoPush(t *testing.T) {
+	global := &outboundBudget{limit: 1 << 20}
+	q := newOutbound(256, 1<<10, global)
+	q.endPushes()
+	require.True(t, q.pushesEnded())
+	require.False(t, q.tryPush(frameOf(10)), "a push")
+	require.False(t, q.pushControl(frameOf(10)), "a resync frame")
+	require.Zero(t, global.used.Load(), "neither is counted")
+	require.True(t, q.pushResponse(frameOf(20)), "the answer of the request being served")
+	require.True(t, q.pushFinal(frameOf(30), reasonEnded), "the final frame")
+	frames, final, reason, ok := q.take(nil, nil)
+	require.True(t, ok)
+	require.True(t, final)
+	require.Equal(t, reasonEnded, reason)
+	require.Equal(t, [][]byte{frameOf(20), frameOf(30)}, frames)
+	q.close()
+	require.Zero(t, global.used.Load())
+}
