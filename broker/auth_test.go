@@ -182,3 +182,48 @@ func TestTokenDerivation(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminHelloTokenBounds: the admin's hello takes a token of 1..256 UTF-16 units, as a run's credentials are
+// (wire.DecodeHello): at 256 units the token that matches the daemon's admin digest is the admin's, and one unit more
+// is refused as every failed hello is, even when its digest is the admin's; so is an empty or absent token, and a
+// protocol other than 1.
+func TestAdminHelloTokenBounds(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		token any // nil: absent
+		hello map[string]any
+		admin bool
+	}{
+		{"256 units of one byte", strings.Repeat("a", 256), nil, true},
+		{"257 units of one byte", strings.Repeat("a", 257), nil, false},
+		{"256 units of surrogate pairs", strings.Repeat("😀", 128), nil, true},
+		{"257 units, a surrogate pair one too many", strings.Repeat("😀", 128) + "a", nil, false},
+		{"one unit", "a", nil, true},
+		{"empty", "", nil, false},
+		{"absent", nil, nil, false},
+		{"protocol 2", "a", map[string]any{"protocol": 2}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hello := map[string]any{"protocol": 1, "role": events.RoleAdmin}
+			for k, v := range tc.hello {
+				hello[k] = v
+			}
+			digest := digestOf("a")
+			if s, ok := tc.token.(string); ok {
+				hello["token"] = s
+				digest = digestOf(s) // the daemon's admin token is this one: only its bound can refuse it
+			}
+			params, err := json.Marshal(hello)
+			require.NoError(t, err)
+			s := &Server{opts: Options{AdminDigest: digest}}
+			id, bad := s.authenticate(params)
+			if tc.admin {
+				require.Nil(t, bad)
+				require.Equal(t, events.RoleAdmin, id.role)
+				return
+			}
+			require.Equal(t, wire.NewError(wire.CodeAuth, wire.MsgHelloRejected), bad)
+			require.Zero(t, id)
+		})
+	}
+}
