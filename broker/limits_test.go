@@ -429,6 +429,38 @@ func TestAResyncedSubscriptionGivesItsPlaceBack(t *testing.T) {
 	require.Equal(t, 1, f.srv.credSubs[workerKey(taskP)], "the live subscription alone is counted")
 }
 
+// TestAReplacedSubscriptionsResyncGivesNothingBack: a connection's subscriptions count once against its credential's
+// MaxSubscriptionsPerCredential, the replacement holding the count of the one it replaced: the replaced one, ending
+// with a resync after it was replaced, gives nothing back (the credential would otherwise hold one subscription more
+// than it counts), and the current one, ending so, gives the count back once.
+func TestAReplacedSubscriptionsResyncGivesNothingBack(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	_, sc := f.workerToServe(f.seed())
+	counted := func() int {
+		f.srv.mu.Lock()
+		defer f.srv.mu.Unlock()
+		return f.srv.credSubs[workerKey(taskP)]
+	}
+	sub := func() *subscription {
+		return &subscription{c: sc, stop: make(chan struct{}), done: make(chan struct{})}
+	}
+	first, second := sub(), sub()
+	old, err := sc.acquireSubscription(first)
+	require.NoError(t, err)
+	require.Nil(t, old)
+	old, err = sc.acquireSubscription(second)
+	require.NoError(t, err)
+	require.Same(t, first, old)
+	require.Equal(t, 1, counted(), "a replacement takes no new place")
+
+	sc.releaseSubscription(first)
+	require.Equal(t, 1, counted(), "the replaced one's resync gives nothing back: its replacement holds the count")
+	sc.releaseSubscription(second)
+	require.Zero(t, counted(), "the current subscription's resync gives its count back")
+	sc.releaseSubscription(second)
+	require.Zero(t, counted(), "once")
+}
+
 // TestASubscribeOfAClosedConnectionIsNotAnswered: an events.subscribe served while another goroutine (Server.Close,
 // say) closes its connection stops serving it with no answer, as a hello does: close forgets the connection before
 // it closes its queue, so an answer queued in between would reach the client with close, a code the method's
