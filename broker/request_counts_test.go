@@ -50,3 +50,27 @@ func requestCountsOf(s *Server) map[[2]string]uint64 {
 	}
 	return out
 }
+
+// TestRequestCountsKeepTheirLabelsBounded: an answer is counted under its method and its code, a method the server
+// does not answer under "other", and a code outside wire's registry under internal, never as "ok": a made-up method
+// or code adds no label, and no error is counted as a success.
+func TestRequestCountsKeepTheirLabelsBounded(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		method string
+		answer *wire.Error
+		want   RequestCount
+	}{
+		{"a result", "ping", nil, RequestCount{"ping", "ok", 1}},
+		{"a registered code", "ping", wire.NewError(wire.CodeBusy, ""), RequestCount{"ping", string(wire.CodeBusy), 1}},
+		{"a method not served", "made.up", nil, RequestCount{otherMethod, "ok", 1}},
+		{"a code not registered", "ping", wire.NewError("made-up", "m"),
+			RequestCount{"ping", string(wire.CodeInternal), 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRequestCounts()
+			r.add(tc.method, tc.answer)
+			require.Equal(t, []RequestCount{tc.want}, r.counts())
+		})
+	}
+}
