@@ -128,13 +128,16 @@ func TestVerifyDetectsStructuralDamage(t *testing.T) {
 			require.NoError(t, l.db.Delete(eventKey(8), pebble.Sync))
 		}, 8},
 		"record re-chained with a stream version skipped": {func(t *testing.T, l *Log) {
-			prev, err := l.Event(7)
-			require.NoError(t, err)
-			e, err := l.Event(8)
-			require.NoError(t, err)
-			e.StreamVersion++
-			require.NoError(t, l.db.Set(eventKey(8), appendRecord(nil, &prev.Hash, &e), pebble.Sync))
-			require.NoError(t, l.db.Set(keyHead, head{Position: 8, Hash: e.Hash}.encode(), pebble.Sync))
+			rechainLast(t, l, func(e *Event) { e.StreamVersion++ })
+		}, 8},
+		"record re-chained repeating its stream's last version": {func(t *testing.T, l *Log) {
+			rechainLast(t, l, func(e *Event) { e.StreamVersion-- })
+		}, 8},
+		"record re-chained saying another position": {func(t *testing.T, l *Log) {
+			rechainLast(t, l, func(e *Event) { e.Position++ })
+		}, 8},
+		"head naming another hash": {func(t *testing.T, l *Log) {
+			require.NoError(t, l.db.Set(keyHead, head{Position: 8, Hash: [32]byte{1}}.encode(), pebble.Sync))
 		}, 8},
 	}
 	for name, c := range cases {
@@ -155,6 +158,32 @@ func TestVerifyDetectsStructuralDamage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rechainLast rewrites the last record of buildSample's log (position 8) changed by change, sealed and chained to
+// the record before it, and moves the head to its hash: damage that only the checks of what a record says find.
+func rechainLast(t *testing.T, l *Log, change func(e *Event)) {
+	t.Helper()
+	prev, err := l.Event(7)
+	require.NoError(t, err)
+	e, err := l.Event(8)
+	require.NoError(t, err)
+	change(&e)
+	require.NoError(t, l.db.Set(eventKey(8), appendRecord(nil, &prev.Hash, &e), pebble.Sync))
+	require.NoError(t, l.db.Set(keyHead, head{Position: 8, Hash: e.Hash}.encode(), pebble.Sync))
+}
+
+// TestVerifyRefusesAFormatNewerThanThisBuild: a store whose marker a newer build raised holds what this build cannot
+// check; Verify says so, as the *FormatError Open gives, rather than pass it having checked only what it knows.
+func TestVerifyRefusesAFormatNewerThanThisBuild(t *testing.T) {
+	l := buildSample(t)
+	defer l.Close()
+	require.NoError(t, l.db.Set(keyFormat, encodeFormat(CurrentFormat+1), pebble.Sync))
+	_, err := l.Verify(nil)
+	var fe *FormatError
+	require.ErrorAs(t, err, &fe)
+	require.ErrorIs(t, err, ErrFormatTooNew)
+	require.Equal(t, FormatError{Store: CurrentFormat + 1, Supported: CurrentFormat}, *fe)
 }
 
 func TestVerifyReportsProgress(t *testing.T) {
