@@ -81,3 +81,40 @@ func TestAppendRefusesADamagedIndexEntry(t *testing.T) {
 		})
 	}
 }
+
+// TestDecodePositionsRefusesEveryMalformedEntry: an index entry is a count and that many positive deltas, nothing
+// after them; each way an entry breaks that is refused with the reason that names it (a count past the bytes the
+// entry holds is a bad count, not a delta missing at its end), and a sound entry gives its positions.
+func TestDecodePositionsRefusesEveryMalformedEntry(t *testing.T) {
+	cases := map[string]struct {
+		value     []byte
+		positions []uint64
+		reason    string // "" when the entry is sound
+	}{
+		"one position":                   {value: []byte{1, 5}, positions: []uint64{5}},
+		"three positions":                {value: []byte{3, 5, 1, 2}, positions: []uint64{5, 6, 8}},
+		"no bytes":                       {value: nil, reason: "bad count"},
+		"a count of zero":                {value: []byte{0}, reason: "bad count"},
+		"a count past the deltas' bytes": {value: []byte{3, 5, 1}, reason: "bad count"},
+		"a delta of zero":                {value: []byte{2, 5, 0}, reason: "bad position delta"},
+		"a delta wrapping past 2^64": {value: binary.AppendUvarint([]byte{2, 5}, math.MaxUint64-1),
+			reason: "bad position delta"},
+		"a truncated delta":           {value: []byte{2, 5, 0x80}, reason: "bad position delta"},
+		"a byte after the last delta": {value: []byte{1, 5, 7}, reason: "1 trailing bytes"},
+	}
+	key := appendStreamKey(nil, "run", 1)
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			positions, err := decodePositions(key, c.value, nil)
+			if c.reason == "" {
+				require.NoError(t, err)
+				require.Equal(t, c.positions, positions)
+				return
+			}
+			var ce *CorruptError
+			require.ErrorAs(t, err, &ce)
+			require.Equal(t, keyString(key), ce.Key)
+			require.Contains(t, ce.Reason, c.reason)
+		})
+	}
+}

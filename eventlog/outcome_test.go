@@ -283,3 +283,58 @@ func TestAnOutcomeLookedUpBeforeItsMoveIsADuplicateAfterIt(t *testing.T) {
 	_, err = l.Append(Write{Principal: "oA", CommandID: "a", Events: evs("A", 1)})
 	require.ErrorIs(t, err, ErrDuplicateCommand)
 }
+
+// TestDecodeOutcomeRefusesAWellSealedValueOfAnotherShape: the seal covers whatever payload a writer sealed, so a value
+// sealed by a faulty writer (or by hand) reaches the outcome's own checks: its array header must name exactly the
+// fields of its layout (six, or five in the table of formats 1 and 2) and no byte may follow them.
+func TestDecodeOutcomeRefusesAWellSealedValueOfAnotherShape(t *testing.T) {
+	// payloadOf is an outcome's payload of header fields holding the first n of [first, count, code, reason, result,
+	// fingerprint].
+	payloadOf := func(header, n int) []byte {
+		b := appendArrayHeader(nil, header)
+		b = appendUint(b, 3)
+		b = appendUint(b, 2)
+		b = appendStr(b, "")
+		b = appendStr(b, "")
+		b = appendBin(b, []byte("result"))
+		if n == outcomeFields {
+			b = appendBin(b, []byte("fingerprint"))
+		}
+		return b
+	}
+	key, legacyKey := outcomeKey("p", "c"), legacyCommandKey("c")
+	six, five := payloadOf(outcomeFields, outcomeFields), payloadOf(legacyOutcomeFields, legacyOutcomeFields)
+	cases := map[string]struct {
+		legacy  bool
+		payload []byte
+		reason  string // "" when the outcome decodes
+	}{
+		"six fields":                      {payload: six},
+		"a header of 7 over six fields":   {payload: payloadOf(7, outcomeFields), reason: "outcome has 7 fields, want 6"},
+		"a header of 5 over six fields":   {payload: payloadOf(5, outcomeFields), reason: "outcome has 5 fields, want 6"},
+		"a byte after the six fields":     {payload: append(six, 0xc0), reason: "trailing bytes"},
+		"five fields of the older layout": {legacy: true, payload: five},
+		"a header of 6 over five fields": {legacy: true, payload: payloadOf(6, legacyOutcomeFields),
+			reason: "outcome has 6 fields, want 5"},
+		"a byte after the five fields": {legacy: true, payload: append(five, 0xc0), reason: "trailing bytes"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			k, decode := key, decodeOutcome
+			if c.legacy {
+				k, decode = legacyKey, decodeLegacyOutcome
+			}
+			o, err := decode(k, seal(c.payload))
+			if c.reason == "" {
+				require.NoError(t, err)
+				require.Equal(t, []uint64{3, 2}, []uint64{o.First, o.Count})
+				require.Equal(t, "result", string(o.Result))
+				return
+			}
+			var ce *CorruptError
+			require.ErrorAs(t, err, &ce)
+			require.Equal(t, keyString(k), ce.Key)
+			require.Contains(t, ce.Reason, c.reason)
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"hash/crc32"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -201,4 +202,56 @@ func TestDecodedRecordOwnsItsMemory(t *testing.T) {
 	require.NoError(t, DecodeRecord(v, &out))
 	clear(v)
 	require.Equal(t, in, out)
+}
+
+// TestDecodeRecordRefusesAWellSealedBodyOfAnotherShape: the checksum covers whatever bytes a writer sealed, so a body
+// sealed by a faulty writer (or by hand) reaches the body's own checks: its array header must name exactly the
+// twelve fields it holds, no byte may follow them, and the schema version must fit its 16 bits (65535 does, 65536
+// does not: it would be read back as 0).
+func TestDecodeRecordRefusesAWellSealedBodyOfAnotherShape(t *testing.T) {
+	seal := func(body []byte) []byte {
+		v := make([]byte, recordHeaderLen, recordHeaderLen+len(body))
+		v[0] = recordVersion
+		v = append(v, body...)
+		binary.BigEndian.PutUint32(v[1:5], crcOf(v[5:]))
+		return v
+	}
+	// bodyOf is a canonical body of header fields, holding schema as the schema version.
+	bodyOf := func(header int, schema uint64) []byte {
+		b := appendArrayHeader(nil, header)
+		b = appendUint(b, 1)
+		b = appendStr(b, "run-1")
+		b = appendUint(b, 1)
+		b = appendStr(b, "run.created")
+		b = appendUint(b, schema)
+		b = appendInt(b, 1_700_000_000_000_000_000)
+		for range 5 { // command, causation and correlation ids, actor role and task
+			b = appendStr(b, "")
+		}
+		return appendBin(b, []byte{0xc0})
+	}
+	cases := map[string]struct {
+		body   []byte
+		reason string // "" when the record decodes
+	}{
+		"twelve fields":                     {bodyOf(recordFields, 1), ""},
+		"the largest schema version":        {bodyOf(recordFields, math.MaxUint16), ""},
+		"a schema version past 16 bits":     {bodyOf(recordFields, 0x10000), "schema version 65536 out of range"},
+		"a header of 13 over twelve fields": {bodyOf(recordFields+1, 1), "record body has 13 fields, want 12"},
+		"a header of 11 over twelve fields": {bodyOf(recordFields-1, 1), "record body has 11 fields, want 12"},
+		"a byte after the twelve fields":    {append(bodyOf(recordFields, 1), 0xc0), "1 trailing bytes after record body"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			var out Event
+			err := DecodeRecord(seal(c.body), &out)
+			if c.reason == "" {
+				require.NoError(t, err)
+				require.Equal(t, c.body, appendBody(nil, &out), "the event read back encodes to the same body")
+				return
+			}
+			require.ErrorIs(t, err, ErrCorrupt)
+			require.ErrorContains(t, err, c.reason)
+		})
+	}
 }
