@@ -64,6 +64,8 @@ func TestAppendRejectsInvalidInput(t *testing.T) {
 		"actor too long":           {{Events: []Event{{Stream: "a", Type: "t", ActorTask: long}}}},
 		"second write bad":         {{Events: evs("a", 1)}, {Events: []Event{{Stream: "a"}}}},
 		"duplicate id in one call": {{CommandID: "c", Events: evs("a", 1)}, {CommandID: "c"}},
+		"event of another command": {{CommandID: "c", Events: []Event{{Stream: "a", Type: "t", CommandID: "d"}}}},
+		"event id, no write id":    {{Events: []Event{{Stream: "a", Type: "t", CommandID: "d"}}}},
 	}
 	for name, ws := range cases {
 		t.Run(name, func(t *testing.T) {
