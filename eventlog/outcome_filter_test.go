@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"fmt"
+	"strconv"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -168,4 +169,41 @@ func TestOutcomeFilterUnreadyReadsPebble(t *testing.T) {
 	require.NoError(t, err)
 	defer old.Close()
 	require.Nil(t, old.filter)
+}
+
+// TestOutcomeFilterPartsDoubleInSize: the first part is sized for filterFirstCap keys (128 KiB at 2 bytes a key,
+// taken with the first key) and each next one, added when the newest is full, for twice the keys of the one before,
+// so that the chain's parts, each adding its false positives, grow with the log's logarithm, not its size.
+func TestOutcomeFilterPartsDoubleInSize(t *testing.T) {
+	f := newOutcomeFilter()
+	caps := func() []int {
+		var out []int
+		for _, p := range f.parts {
+			out = append(out, p.cap)
+		}
+		return out
+	}
+	const bytesPerKey = filterBitsPerKey / 8
+	added := 0
+	for _, want := range []struct {
+		keys int   // added so far
+		caps []int // of the parts, in order
+	}{
+		{1, []int{filterFirstCap}},
+		{filterFirstCap, []int{filterFirstCap}},
+		{filterFirstCap + 1, []int{filterFirstCap, 2 * filterFirstCap}},
+		{3 * filterFirstCap, []int{filterFirstCap, 2 * filterFirstCap}},
+		{3*filterFirstCap + 1, []int{filterFirstCap, 2 * filterFirstCap, 4 * filterFirstCap}},
+	} {
+		for ; added < want.keys; added++ {
+			f.add(f.hash(outcomeKey("oR", strconv.Itoa(added))))
+		}
+		require.Equal(t, want.caps, caps(), "after %d keys", added)
+		sum := 0
+		for _, c := range want.caps {
+			sum += c
+		}
+		require.EqualValues(t, sum*bytesPerKey, f.bytes(), "after %d keys", added)
+	}
+	require.EqualValues(t, 128<<10, filterFirstCap*bytesPerKey)
 }

@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -337,4 +338,19 @@ func TestDecodeOutcomeRefusesAWellSealedValueOfAnotherShape(t *testing.T) {
 			require.Contains(t, ce.Reason, c.reason)
 		})
 	}
+}
+
+// TestOutcomeRemembersAtMostMaxAbsentUnrecordedIds: a lookup that reads the store and finds no outcome remembers the
+// key until the next append, so that the append of that id does not read the store again; the ids looked up are
+// the caller's, as many as it likes, and what is remembered stops at maxAbsent keys.
+func TestOutcomeRemembersAtMostMaxAbsentUnrecordedIds(t *testing.T) {
+	l, _ := openMem(t) // no append yet: the filter proves nothing, and every lookup reads the store
+	defer l.Close()
+	for i := range maxAbsent + 2 {
+		_, err := l.Outcome("p", strconv.Itoa(i))
+		require.ErrorIs(t, err, ErrNotFound)
+	}
+	l.outcomesMu.Lock()
+	defer l.outcomesMu.Unlock()
+	require.Len(t, l.absent, maxAbsent)
 }

@@ -43,3 +43,35 @@ func TestStreamVersionCacheDoesNotGrowWithStreams(t *testing.T) {
 	// give or take one append's.
 	require.LessOrEqual(t, long, 2*maxCachedVersions+perAppendStreams+1, "the cache holds %d streams after 40,000", long)
 }
+
+// TestStreamVersionSweepKeepsTheLastMaxCachedVersionsPositions: a sweep drops a stream whose last event lies
+// maxCachedVersions positions behind the durable head, outside the last maxCachedVersions positions, and keeps one
+// whose last event lies one position nearer; the dropped stream's next append reads its version from the index.
+func TestStreamVersionSweepKeepsTheLastMaxCachedVersionsPositions(t *testing.T) {
+	l, _ := openMem(t)
+	defer l.Close()
+	oneEventEach := func(prefix string, streams int) []Write {
+		ws := make([]Write, streams)
+		for i := range ws {
+			ws[i] = Write{Events: evs(fmt.Sprintf("%s-%d", prefix, i), 1)}
+		}
+		return ws
+	}
+	// Positions 1 and 2, then up to the durable head maxCachedVersions+1: "out" lies maxCachedVersions behind it.
+	_, err := l.Append(Write{Events: evs("out", 1)}, Write{Events: evs("in", 1)})
+	require.NoError(t, err)
+	_, err = l.Append(oneEventEach("fill", maxCachedVersions-1)...)
+	require.NoError(t, err)
+	// The cache reaches twice maxCachedVersions streams with this append, which sweeps it.
+	_, err = l.Append(oneEventEach("more", maxCachedVersions-1)...)
+	require.NoError(t, err)
+	l.mu.Lock()
+	_, out := l.versions["out"]
+	_, in := l.versions["in"]
+	l.mu.Unlock()
+	require.False(t, out, "the last event maxCachedVersions positions behind the durable head")
+	require.True(t, in, "the last event maxCachedVersions-1 positions behind the durable head")
+
+	_, err = l.Append(Write{Expected: []Expectation{{Stream: "out", Version: 1}}, Events: evs("out", 1)})
+	require.NoError(t, err)
+}
