@@ -542,3 +542,22 @@ func TestDecoderSharesRepeatedStrings(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, p1, p3)
 }
+
+// TestFastDecodeRefusesEveryPayloadCutShort: a payload cut anywhere short of its end (a length that runs past the
+// bytes the payload holds, by as little as one) is refused, ErrBadPayload, and read no further than its last byte:
+// the bytes after a payload belong to whatever holds it.
+func TestFastDecodeRefusesEveryPayloadCutShort(t *testing.T) {
+	for _, typ := range fastTypes(t) {
+		t.Run(typ, func(t *testing.T) {
+			b, err := EncodePayload(filled(typ))
+			require.NoError(t, err)
+			for n := range len(b) {
+				cut := b[:n:n] // NB: no capacity past the cut: a read beyond it panics rather than read b's bytes
+				got, st := decodeFast(typ, SchemaVersion(typ), cut, nil)
+				require.NotEqual(t, fastOK, st, "cut to %d of %d bytes: %v", n, len(b), got)
+				_, err := DecodePayload(typ, SchemaVersion(typ), cut)
+				require.ErrorIs(t, err, ErrBadPayload, "cut to %d of %d bytes", n, len(b))
+			}
+		})
+	}
+}
