@@ -483,8 +483,8 @@ type streamVersion struct {
 	last    uint64
 }
 
-// maxCachedVersions is the entries of Log.versions below which it is not swept, and the positions a stream's last
-// event may lie behind the durable head and its entry survive a sweep.
+// maxCachedVersions is the entries of Log.versions below which it is not swept, and the positions behind the
+// durable head from which a stream's last event no longer keeps its entry through a sweep (fewer behind, it does).
 const maxCachedVersions = 4096
 
 // sweepVersions drops the cached versions of the streams with no event among the last maxCachedVersions durable
