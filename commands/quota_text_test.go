@@ -253,6 +253,39 @@ func TestStatusTextsAreClippedOnlyPastTheBytesQuota(t *testing.T) {
 	}
 }
 
+// A status change that does not wind its run down is measured (quota.go), so past the bytes quota it is refused, not
+// clipped as a wind-down is: clipping it would let it come round again with a line of text every time.
+func TestAMeasuredStatusChangeIsRefusedPastTheBytesQuota(t *testing.T) {
+	const quota, chars = 32 << 10, 2 << 10
+	text := jsonText(strings.Repeat("z", chars))
+	for _, tc := range []struct {
+		name  string
+		setup []loopRequest
+		send  loopRequest
+	}{
+		{name: "run blocked", send: orch("run.transition", `{"to":"blocked","reason":`+text+`}`)},
+		{
+			name:  "task retried",
+			setup: []loopRequest{orch("task.transition", `{"taskId":"W","to":"failed"}`)},
+			send:  orch("task.transition", `{"taskId":"W","to":"queued","reason":`+text+`}`),
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := textWorld(t, quota)
+			for _, r := range tc.setup {
+				require.Nil(t, w.send(r).err, "setup %s", r.method)
+			}
+			// The run a little short of its quota, so that the text would cross it and a clipped one would not.
+			run, _ := w.s.Run("R")
+			filler := quota - int(run.Usage.Bytes()) - chars/2
+			require.Nil(t, w.send(orch("msg.send", `{"to":"W","body":`+jsonText(strings.Repeat("f", filler))+`}`)).err)
+			o := w.send(tc.send)
+			require.NotNil(t, o.err, "a measured status change past the quota is refused")
+			require.Equal(t, "quota-"+events.QuotaBytes, o.err.Reason)
+		})
+	}
+}
+
 func TestClipTextsKeepsALineAndMarksIt(t *testing.T) {
 	long, longer := strings.Repeat("é", 300), strings.Repeat("日", 1000)
 	short, empty := strings.Repeat("é", 10), ""
