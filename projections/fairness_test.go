@@ -126,3 +126,63 @@ func TestPagesFollowTheCursor(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, p.Items)
 }
+
+// slotWaitCase asks SlotWaiters, or WorkerSlotWaiters, for the waiters other than asker at clock reading now for a
+// share, and holds the answer.
+type slotWaitCase struct {
+	name, asker string
+	now         int64
+	share, want int
+}
+
+// TestSlotWaitersBounds: a run refused a slot (slots-exhausted or slot-share-exceeded) waits while it holds fewer
+// than its share — one holding exactly its share is owed nothing —, not for a refusal a later check makes as well,
+// and not once it has ended; SlotWaiters counts the runs refused at or after now − wait that hold fewer than the
+// share asked for, on top of the waits AssumePool assumed.
+func TestSlotWaitersBounds(t *testing.T) {
+	const wait = 60_000
+	var h history
+	h.add(events.EngineStream, events.TypeEngineConfigured, &events.EngineConfigured{NestingEnabled: true,
+		MaxDepth: 4, MaxSlots: 8, SlotShare: 2, SlotWaitSec: 60})
+	for _, run := range []string{"A", "B", "C", "D", "E"} {
+		h.add(run, events.TypeRunCreated, &events.RunCreated{Team: "t"})
+		h.add(run, events.TypeRunRunning, &events.RunRunning{})
+	}
+	for _, d := range [][2]string{{"A", "gc-a1"}, {"A", "gc-a2"}, {"B", "gc-b1"}} {
+		h.add(d[0], events.TypeDelegateAdmitted, &events.DelegateAdmitted{TaskID: "t", SubID: d[1]})
+	}
+	// A holds its share; B holds one slot; C's request a later check refuses as well; D ends after its refusal; E's
+	// refusal comes after its end (an import may record one).
+	refused := func(run, reason string, p *events.Policy) events.Event {
+		return h.add(run, events.TypeDelegateRejected, &events.DelegateRejected{TaskID: "t", Reason: reason, Policy: p})
+	}
+	refused("A", events.ReasonSlotsExhausted, nil)
+	refusedB := refused("B", events.ReasonSlotShareExceeded, nil)
+	refused("C", events.ReasonSlotsExhausted, &events.Policy{Otherwise: events.ReasonBudgetInsufficient})
+	refused("D", events.ReasonSlotsExhausted, nil)
+	h.add("D", events.TypeRunCompleted, &events.RunCompleted{})
+	h.add("E", events.TypeRunFailed, &events.RunFailed{})
+	refused("E", events.ReasonSlotsExhausted, nil)
+	s := fold(h.evs)
+	now := refusedB.UnixMilli()
+
+	waitAt := map[string]int64{}
+	for _, run := range []string{"A", "B", "C", "D"} {
+		r, _ := s.Run(run)
+		waitAt[run] = r.Usage.SlotWaitAt
+	}
+	require.Equal(t, map[string]int64{"A": 0, "B": now, "C": 0, "D": 0}, waitAt,
+		"B waits; A holds its share, C could not use a slot, D has ended")
+	for _, tc := range []slotWaitCase{
+		{"B waits", "A", now, 2, 1},
+		{"a run never waits on itself", "B", now, 2, 0},
+		{"at the window's last moment", "A", now + wait, 2, 1},
+		{"past the window", "A", now + wait + 1, 2, 0},
+		{"holding the share asked for, B is owed nothing", "A", now, 1, 0},
+	} {
+		require.Equal(t, tc.want, s.SlotWaiters(tc.asker, tc.now, wait, tc.share), tc.name)
+	}
+	s.AssumePool(0, 2)
+	require.Equal(t, 3, s.SlotWaiters("A", now, wait, 2), "the assumed waits count on top of B's")
+	require.Equal(t, 2, s.SlotWaiters("B", now, wait, 2), "and beside none")
+}
