@@ -400,6 +400,17 @@ func TestApplyAsksCredentialsConfig(t *testing.T) {
 			require.Nil(t, r.WaitState)
 			require.Len(t, s.Asks(runR), 1)
 		}},
+		{"a closing that names another task leaves the park (R4)", func(h *history) {
+			fixture(h, 0, false)
+			h.add(runR, events.TypeAskRequested, &events.AskRequested{TaskID: taskP, QuestionID: "q"})
+			h.add(runR, events.TypeAskTimedOut, &events.AskTimedOut{TaskID: "other", QuestionID: "q"})
+		}, func(t *testing.T, s *State) {
+			a, _ := s.Ask(runR, "q")
+			require.Equal(t, AskTimedOut, a.Status, "the question closes whoever the closing names")
+			r, _ := s.Run(runR)
+			require.Equal(t, &WaitState{TaskID: taskP, QuestionID: "q"}, r.WaitState)
+			require.Equal(t, []Ask{a}, s.StrandedAsks(), "the park outlived its question")
+		}},
 		{"credential issue, revoke, re-issue", func(h *history) {
 			fixture(h, 0, false)
 			h.add(runR, events.TypeCredentialIssued,
