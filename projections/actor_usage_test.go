@@ -79,9 +79,10 @@ func TestShadowTasksCountForTheirWorkflowTask(t *testing.T) {
 		gc1Holder, gc2Holder string
 		a1, gc1, gc2, loop   int64
 		sentForGC1Share      int
+		sentForA1Share       int
 	}{
 		{name: "shareByDelegator", configure: true, gc1Holder: "a1", gc2Holder: "a1", a1: 3, gc1: 3, gc2: 3, loop: 1,
-			sentForGC1Share: 1},
+			sentForGC1Share: 1, sentForA1Share: 1},
 		{name: "a log without the knob", gc1Holder: "gc-1", gc2Holder: "gc-2", a1: 1, gc1: 1, gc2: 1, loop: 1,
 			sentForGC1Share: 0},
 	} {
@@ -98,6 +99,8 @@ func TestShadowTasksCountForTheirWorkflowTask(t *testing.T) {
 			}
 			all, sent := s.MessagesSince("R", "gc-1", 0, 100)
 			require.Equal(t, []int{2, c.sentForGC1Share}, []int{all, sent}, "the messages counted for gc-1's share")
+			all, sent = s.MessagesSince("R", "a1", 0, 100)
+			require.Equal(t, []int{2, c.sentForA1Share}, []int{all, sent}, "the messages counted for a1's share")
 		})
 	}
 }
