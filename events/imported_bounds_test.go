@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 )
@@ -164,5 +165,41 @@ func TestDecodeReadsPayloadsPastTheBounds(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, p, got)
 		})
+	}
+}
+
+// TestJSONRuneBytesAgreesWithMarshal: JSONRuneBytes counts a rune as the bytes encoding/json writes it in, for every
+// ASCII byte and each rune encoding/json writes apart (a tab escaped in two, U+2029 in six like U+2028, a real U+FFFD
+// in its three UTF-8 bytes and only an invalid byte in six). \b and \f, which encoding/json writes in two, are counted
+// six: more, never less, so a bound measured with it still holds.
+func TestJSONRuneBytesAgreesWithMarshal(t *testing.T) {
+	marshalled := func(s string) int {
+		b, err := json.Marshal(s)
+		require.NoError(t, err)
+		return len(b) - len(`""`)
+	}
+	count := func(s string) int {
+		r, size := utf8.DecodeRuneInString(s)
+		require.Len(t, s, size, "%q is one rune", s)
+		return JSONRuneBytes(r, size)
+	}
+	for _, c := range []struct {
+		char  string
+		bytes int
+	}{{"t", 1}, {"\x7f", 1}, {"é", 2}, {"😀", 4}, {"\ufffd", 3}, {"\xff", 6}, {"\t", 2}, {"\n", 2}, {"\r", 2},
+		{`"`, 2}, {`\`, 2}, {"<", 6}, {">", 6}, {"&", 6}, {"\x00", 6}, {"\x1f", 6}, {"\u2028", 6}, {"\u2029", 6},
+		{"\b", 6}, {"\f", 6}} {
+		require.Equal(t, c.bytes, count(c.char), "%q", c.char)
+	}
+	for b := 0; b < utf8.RuneSelf; b++ {
+		s := string(rune(b))
+		if b == '\b' || b == '\f' {
+			require.Greater(t, count(s), marshalled(s), "%q is counted more than written", s)
+			continue
+		}
+		require.Equal(t, marshalled(s), count(s), "%q", s)
+	}
+	for _, s := range []string{"é", "😀", "\ufffd", "\xff", "\u2028", "\u2029"} {
+		require.Equal(t, marshalled(s), count(s), "%q", s)
 	}
 }
