@@ -203,3 +203,18 @@ func TestJSONRuneBytesAgreesWithMarshal(t *testing.T) {
 		require.Equal(t, marshalled(s), count(s), "%q", s)
 	}
 }
+
+// TestTaskIDReserved: the words no task may be named are exactly the orchestrator's credential key and the three
+// recipient names msg.send reads as a group of mailboxes before it looks for a task; a word near one is a task id.
+func TestTaskIDReserved(t *testing.T) {
+	for _, id := range []string{RecipientAll, RecipientParent, RecipientGroup} {
+		require.True(t, RecipientName(id), id)
+		require.True(t, TaskIDReserved(id), id)
+	}
+	require.False(t, RecipientName(OrchestratorKey))
+	require.True(t, TaskIDReserved(OrchestratorKey))
+	for _, id := range []string{"", "groups", "Group", "parent ", "al", "orchestrators", "t1"} {
+		require.False(t, RecipientName(id), "%q", id)
+		require.False(t, TaskIDReserved(id), "%q", id)
+	}
+}
