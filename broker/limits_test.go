@@ -112,6 +112,42 @@ func TestWaitsAndSubscriptionsPerCredential(t *testing.T) {
 	require.Equal(t, true, c.ok("ping", nil)["pong"], "the refusal leaves the connection open")
 }
 
+// TestWaitsPerConnection: one connection holds MaxWaitsPerConn waits and its next is refused too-many-waits,
+// naming the connection and its limit, while the connection stays open and another connection of the same
+// credential still waits; a wait that ends gives its connection's place back.
+func TestWaitsPerConnection(t *testing.T) {
+	const perConn = 2
+	f := newFixture(t, fixtureOpts{opts: Options{MaxWaitsPerConn: perConn, MaxWaitsPerCredential: 10}})
+	s := f.seed()
+	a, b := f.dial(), f.dial()
+	a.hello(runR, taskP, s.p)
+	b.hello(runR, taskP, s.p)
+	for i := range perConn {
+		a.sendLine(fmt.Sprintf(`{"id":"w%d","method":"task.waitStatus","params":{"taskId":"Q","until":"completed","timeoutMs":60000}}`, i))
+	}
+	a.ok("ping", nil) // the reader serves in order: the waits are counted before the ping is answered
+	e := a.fails("task.waitStatus", map[string]any{"taskId": "Q", "until": "completed"}, wire.CodeTooManyWaits)
+	require.Contains(t, e.Message, "on this connection")
+	require.Contains(t, e.Message, fmt.Sprintf("limit %d", perConn))
+	require.Equal(t, true, a.ok("ping", nil)["pong"], "the refusal leaves the connection open")
+
+	b.sendLine(`{"id":"b0","method":"task.waitStatus","params":{"taskId":"Q","until":"completed","timeoutMs":60000}}`)
+	b.ok("ping", nil)
+	require.Empty(t, b.pending, "the other connection's wait is not refused")
+
+	o := f.dial()
+	o.hello(runR, events.OrchestratorKey, s.orch)
+	o.ok("task.transition", map[string]any{"taskId": taskQ, "to": "completed"})
+	for i := range perConn {
+		r := a.answerOf(fmt.Sprintf("w%d", i))
+		require.Nil(t, r.Error)
+	}
+	require.Nil(t, b.answerOf("b0").Error)
+	a.ok("ping", nil)
+	r := a.call("task.waitStatus", map[string]any{"taskId": "Q", "until": "completed"})
+	require.Nil(t, r.Error, "the ended waits gave their connection's places back")
+}
+
 // answerOf returns the response with id, from what was read already or from the socket.
 func (c *client) answerOf(id string) wire.Response {
 	c.t.Helper()
