@@ -38,7 +38,7 @@ func TestLimitListenerHoldsAPlacePerOpenConnection(t *testing.T) {
 
 // TestLimitListenerChoosesWhomToClose: the connection idle the longest, else the oldest past the grace of the new
 // ones and the active ones whose request keeps no place; never an active one whose request keeps its place, nor a
-// hijacked one; one within the grace is waited for.
+// hijacked one; one within the grace is waited for, to its last nanosecond, and is past it at the grace exactly.
 func TestLimitListenerChoosesWhomToClose(t *testing.T) {
 	const grace = 10 * time.Second
 	const n, a, i, c = http.StateNew, http.StateActive, http.StateIdle, http.StateClosed
@@ -56,6 +56,8 @@ func TestLimitListenerChoosesWhomToClose(t *testing.T) {
 		{"idle before new", [][]http.ConnState{{n}, {n, a, i}}, 10 * grace, 1, 0},
 		{"oldest new past the grace", [][]http.ConnState{{n}, {n}}, grace, 0, 0},
 		{"new within the grace: wait", [][]http.ConnState{{n}, {n}}, grace / 4, -1, grace - grace/4 - time.Second},
+		{"new a nanosecond within the grace: wait", [][]http.ConnState{{n}}, grace - time.Nanosecond, -1, time.Nanosecond},
+		{"new at the grace", [][]http.ConnState{{n}}, grace, 0, 0},
 		{"kept and hijacked never", [][]http.ConnState{{n, a, k}, {n, http.StateHijacked}, {n, a, i, a, k}},
 			10 * grace, -1, 0},
 		{"active not kept past the grace", [][]http.ConnState{{n, a, k}, {n, a, i, a}}, grace, 1, 0},
