@@ -2,9 +2,11 @@ package httpapi
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -98,5 +100,49 @@ func TestTheSessionCookieIsSecureWhenTheOperatorSaysSo(t *testing.T) {
 			require.Equal(t, int(SessionLifetime/time.Second), cookie.MaxAge)
 			require.Equal(t, http.StatusOK, f.readsWith(cookie))
 		})
+	}
+}
+
+// TestASessionCookieSentOverTLSIsSecure: a login that came over TLS (crewd's listener behind nothing, or a test's
+// TLS server) gets a Secure cookie even without Options.SecureCookie, since its browser reaches the server over https;
+// one over plain http is Secure only when the operator says so.
+func TestASessionCookieSentOverTLSIsSecure(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		secure, tls bool
+	}{
+		{"plain", false, false},
+		{"over TLS", false, true},
+		{"secure", true, false},
+		{"secure over TLS", true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, Options{SecureCookie: c.secure})
+			req := httptest.NewRequest(http.MethodGet, "/login", nil)
+			if c.tls {
+				req.TLS = &tls.ConnectionState{}
+			}
+			cookie := f.srv.sessionCookie(req, "session")
+			require.Equal(t, c.secure || c.tls, cookie.Secure)
+			require.Equal(t, "session", cookie.Value)
+		})
+	}
+}
+
+// TestTheSessionCookieIsNamedByItsPort: the name is crewlog_session_PORT for a listener on PORT, crewlog_session on a
+// Handler served by another listener (port not known: 0), and __Host- before either with Options.SecureCookie.
+func TestTheSessionCookieIsNamedByItsPort(t *testing.T) {
+	for _, c := range []struct {
+		port   int
+		secure bool
+		want   string
+	}{
+		{0, false, "crewlog_session"},
+		{0, true, "__Host-crewlog_session"},
+		{1, false, "crewlog_session_1"},
+		{7717, false, "crewlog_session_7717"},
+		{7717, true, "__Host-crewlog_session_7717"},
+	} {
+		require.Equal(t, c.want, cookieNameFor(c.port, c.secure), "port %d, secure %v", c.port, c.secure)
 	}
 }
