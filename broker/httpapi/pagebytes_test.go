@@ -199,3 +199,33 @@ func TestStateListsAreBoundedInItems(t *testing.T) {
 		require.True(t, m["truncated"].(bool), "at %d", at)
 	}
 }
+
+// TestAPageFillsItsBytesToTheLimit: items fit while the page's bytes (each item's JSON and its separator, after the
+// bytes used before them) are at most the limit: a page of exactly the limit holds them all, one byte less leaves
+// the last out (full). A page's first item always fits; after used bytes, it is left out like any other.
+func TestAPageFillsItsBytesToTheLimit(t *testing.T) {
+	items := []string{"aaa", "bbb", "ccc"} // `"aaa"` and a separator: 6 bytes each
+	for _, tc := range []struct {
+		name        string
+		used, limit int
+		fit         int
+		full        bool
+	}{
+		{"exactly the limit", 0, 18, 3, false},
+		{"one byte less", 0, 17, 2, true},
+		{"the first always fits", 0, 1, 1, true},
+		{"after used bytes, exactly", 6, 24, 3, false},
+		{"after used bytes, one less", 6, 23, 2, true},
+		{"after used bytes, not even the first", 6, 11, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			raw, size, full, err := encodeWithin(items, tc.used, tc.limit)
+			require.NoError(t, err)
+			require.Len(t, raw, tc.fit)
+			require.Equal(t, tc.full, full)
+			if !full {
+				require.Equal(t, tc.used+6*len(items), size)
+			}
+		})
+	}
+}
