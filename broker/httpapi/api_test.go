@@ -100,6 +100,9 @@ func TestRouteShapes(t *testing.T) {
 	require.NotEmpty(t, hist["reservations"])
 	require.NotEmpty(t, hist["charges"], "01_build's first delegation used more than it reserved")
 	f.fails(budgetRun+"/ledger?taskId=nobody", http.StatusNotFound, codeNotFound)
+	// An account's history names its task: taskId given empty is a bad request, not a task without an account.
+	msg := f.fails(budgetRun+"/ledger?taskId=", http.StatusBadRequest, codeBadParams)
+	require.Contains(t, msg, "taskId must not be empty")
 
 	msgs := f.ok(budgetRun + "/mailbox?taskId=01_build")["messages"].([]any)
 	require.NotEmpty(t, msgs)
