@@ -95,6 +95,9 @@ func TestCheckPublicURL(t *testing.T) {
 		{raw: "https://crew.example.com//", want: "has a path"},
 		{raw: "https://crew.example.com/%2F", want: "has a path"},
 		{raw: "https://crew.example.com:0/", want: "no valid port"},
+		{raw: "https://crew.example.com:1/", want: "https://crew.example.com:1", ok: true},
+		{raw: "https://crew.example.com:65535/", want: "https://crew.example.com:65535", ok: true},
+		{raw: "https://crew.example.com:65536/", want: "no valid port"},
 		{raw: "https://crew.example.com:70000/", want: "no valid port"},
 		{raw: "https://crew.example.com:x/", want: "not a URL"},
 		{raw: "https://crew example.com/", want: "not a URL"},
@@ -151,14 +154,37 @@ func TestTheHostCheckTakesThePublicURLsHost(t *testing.T) {
 		{"http://[fe80::1%25eth0]:8080/", "[FE80::1]", http.StatusOK},
 		{"http://[fe80::1%25eth0]:8080/", "[fe80::2]:8080", http.StatusForbidden},
 	} {
-		f := newFixture(t, Options{PublicURL: c.public})
-		req, err := http.NewRequest(http.MethodGet, f.web.URL+"/api/v1/runs", nil)
-		require.NoError(t, err)
-		req.Header.Set("Authorization", "Bearer "+adminToken)
-		req.Host = c.host
-		code, m := f.send(req)
+		code, m := statusWithHost(t, Options{PublicURL: c.public}, c.host)
 		require.Equal(t, c.code, code, "public %q, Host %q: %v", c.public, c.host, m)
 	}
+}
+
+// TestOnlyALoopbackServerChecksTheHost: DNS rebinding reaches loopback only, so a server allowed to listen on other
+// addresses (AllowRemote, behind whatever the operator put in front) takes any Host, which the loopback one refuses.
+func TestOnlyALoopbackServerChecksTheHost(t *testing.T) {
+	for _, c := range []struct {
+		remote bool
+		host   string
+		code   int
+	}{
+		{false, "crew.example.com", http.StatusForbidden},
+		{true, "crew.example.com", http.StatusOK},
+		{true, "evil.example:7717", http.StatusOK},
+		{true, "localhost:7717", http.StatusOK},
+	} {
+		code, m := statusWithHost(t, Options{AllowRemote: c.remote}, c.host)
+		require.Equal(t, c.code, code, "remote %v, Host %q: %v", c.remote, c.host, m)
+	}
+}
+
+// statusWithHost is the answer to the admin's GET /api/v1/runs sent with Host host to a server of opts.
+func statusWithHost(t *testing.T, opts Options, host string) (int, map[string]any) {
+	f := newFixture(t, opts)
+	req, err := http.NewRequest(http.MethodGet, f.web.URL+"/api/v1/runs", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	req.Host = host
+	return f.send(req)
 }
 
 // TestRefusalsNameWhereLoginLinksAreOpened: the page's hint for a browser signed out showed http://…/login?code=…
