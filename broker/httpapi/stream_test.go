@@ -302,22 +302,7 @@ func TestStreamResyncWhenBehindItsBudget(t *testing.T) {
 			f := newFixture(t, Options{StreamBytes: budget})
 			start := head(f)
 			w, done := openStalled(f)
-			// Wait until the stream has joined the hub (it then blocks writing its first line), then publish until
-			// it is behind, waiting on the hub's own signal for each event to be rendered.
-			hub := &f.srv.streams.hub
-			for i := 0; ; i++ {
-				require.Less(t, i, 1000)
-				hub.mu.Lock()
-				joined, behind, ch := hub.streams > 0, tc.behind(hub, start), hub.notify
-				hub.mu.Unlock()
-				if behind {
-					break
-				}
-				if joined {
-					usage(f, int64(i))
-				}
-				<-ch
-			}
+			publishUntil(t, f, func(h *hub) bool { return tc.behind(h, start) })
 			close(w.gate)
 			<-done
 			frames := make(chan sseFrame, 16)
@@ -339,6 +324,22 @@ func TestStreamResyncWhenBehindItsBudget(t *testing.T) {
 			require.Equal(t, uint64(1), f.srv.streams.resyncs.Load())
 		})
 	}
+}
+
+// publishUntil waits until a stalled stream has joined the hub (it then blocks writing its first line), then
+// publishes events until done (under the hub's lock) holds, waiting on the hub's own signal for each event to be
+// rendered.
+func publishUntil(t *testing.T, f *fixture, done func(h *hub) bool) {
+	t.Helper()
+	h := &f.srv.streams.hub
+	awaitHub(t, h, func() bool { return done(h) }, func(i int) {
+		h.mu.Lock()
+		joined := h.streams > 0
+		h.mu.Unlock()
+		if joined {
+			usage(f, int64(i))
+		}
+	})
 }
 
 // TestARunsStreamCatchingUpSkipsNoEventTheHubDropped: a run's stream older than the hub's ring replays the run's
@@ -435,4 +436,53 @@ func TestHeadOfTheStreamOpensNoStream(t *testing.T) {
 	require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
 	frames := f.openStream("/api/v1/stream", nil)
 	require.Equal(t, "hello", next(t, frames).event, "the credential's one stream place is free")
+}
+
+// TestAStreamExactlyAtItsByteBudgetGoesOn: the byte budget is the most a stream may have unsent: a client that
+// stalled while exactly StreamBytes of frames were published is sent them all when it reads again, and one a byte
+// further behind is resynced.
+func TestAStreamExactlyAtItsByteBudgetGoesOn(t *testing.T) {
+	const published = 3
+	for _, tc := range []struct {
+		name   string
+		behind int // bytes unsent past the budget
+		resync bool
+	}{
+		{"at the budget", 0, false},
+		{"a byte over", 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, Options{StreamBytes: 1 << 20})
+			start := head(f)
+			w, done := openStalled(f)
+			publishUntil(t, f, func(h *hub) bool {
+				return len(h.entries) > 0 && h.entries[len(h.entries)-1].pos == start+published
+			})
+			hub := &f.srv.streams.hub
+			hub.mu.Lock()
+			budget := unsent(hub, start) - tc.behind
+			hub.mu.Unlock()
+			f.srv.opts.StreamBytes = budget // NB: before the gate opens, the stream's next read of it
+			close(w.gate)
+			sent := func() string {
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				return w.out.String()
+			}
+			for !strings.Contains(sent(), fmt.Sprintf("id: %d\n", start+published)) {
+				select {
+				case <-done:
+				case <-time.After(time.Millisecond):
+					continue
+				}
+				break
+			}
+			require.Equal(t, tc.resync, strings.Contains(sent(), "event: resync"), "%s", sent())
+			if !tc.resync {
+				for pos := start + 1; pos <= start+published; pos++ {
+					require.Contains(t, sent(), fmt.Sprintf("id: %d\n", pos))
+				}
+			}
+		})
+	}
 }
