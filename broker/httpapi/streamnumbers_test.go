@@ -219,3 +219,32 @@ func TestAStreamWritesAtMostEvery100ms(t *testing.T) {
 		require.Equal(t, strconv.FormatUint(want, 10), next(t, frames).id)
 	}
 }
+
+// TestAStreamCatchingUpSendsAnEventLargerThanItsBatch: a catch-up read stops before an event that would take its
+// batch past streamBatchBytes, and the next read starts with it: an event larger than a whole batch (a goal of
+// commands.MaxBodyChars) is sent alone, never skipped with those after it.
+func TestAStreamCatchingUpSendsAnEventLargerThanItsBatch(t *testing.T) {
+	f := newFixture(t, Options{StreamBytes: 2048}) // a ring of 4 KiB: the stream reads the wide event from the log
+	before := head(f)
+	f.do(audittest.Admin, &commands.RunCreate{RunID: "wide", Team: "wide",
+		Goal: strings.Repeat("g", commands.MaxBodyChars), Cwd: "/w"})
+	for i := range 3 {
+		usage(f, int64(i+1))
+	}
+	last := head(f)
+	// The hub follows while a stream is open: once it has read up to the head, its ring holds the newest events
+	// only, and a stream that starts before the wide event reads it from the log.
+	hub := &f.srv.streams.hub
+	hub.join()
+	awaitHub(t, hub, func() bool { return hub.next == last+1 && hub.first > before+1 }, nil)
+	hub.leave()
+	frames := f.openStream(fmt.Sprintf("/api/v1/stream?after=%d", before), nil)
+	require.Equal(t, "hello", next(t, frames).event)
+	wide := false
+	for pos := before + 1; pos <= last; pos++ {
+		fr := next(t, frames)
+		require.Equal(t, strconv.FormatUint(pos, 10), fr.id, "%s %.200s", fr.event, fr.data)
+		wide = wide || len(fr.data) > streamBatchBytes
+	}
+	require.True(t, wide, "an event larger than a batch was sent")
+}
