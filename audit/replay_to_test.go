@@ -1,6 +1,7 @@
 package audit_test
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -8,6 +9,7 @@ import (
 
 	"github.com/crewlog/crewlog/audit"
 	"github.com/crewlog/crewlog/audit/audittest"
+	"github.com/crewlog/crewlog/eventlog"
 )
 
 // TestReplayToRefusesWhatItCannotAnswer: a replay that explains decisions
@@ -41,5 +43,29 @@ func TestReplayToRefusesWhatItCannotAnswer(t *testing.T) {
 		require.NoError(t, err, "to %d", to)
 		require.Equal(t, to, res.State.Position)
 		require.Zero(t, res.Drift(), "to %d", to)
+	}
+}
+
+// TestReplayToInsideTheFirstDecision: a decision that opens the log (positions 1..3, one command's events) has no
+// position before it to stop at: a stop inside it names the whole decision from position 1 and only the stop after
+// it, where a refusal that did not look back to position 1 named a part of it and sent the operator to stop inside
+// it.
+func TestReplayToInsideTheFirstDecision(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	l, err := eventlog.Open(dir, nil)
+	require.NoError(t, err)
+	ev := eventlog.Event{Stream: "run-x", Type: "task.created", SchemaVersion: 1, Payload: []byte{0xc1}}
+	_, err = l.Append(eventlog.Write{CommandID: "cmd-1", Events: []eventlog.Event{ev, ev, ev}})
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	l, err = audit.Open(dir)
+	require.NoError(t, err)
+	defer l.Close()
+
+	for _, to := range []uint64{1, 2} {
+		_, err := audit.Replay(l, audit.ReplayOptions{To: to, Explain: true})
+		require.ErrorIs(t, err, audit.ErrInsideDecision, "to %d", to)
+		require.ErrorContains(t, err, fmt.Sprintf("%d is inside the decision at positions 1..3; stop at 3", to))
+		require.NotContains(t, err.Error(), " or ", "to %d: there is no stop before the first decision", to)
 	}
 }

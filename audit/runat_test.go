@@ -256,6 +256,21 @@ func TestPositionAtWithImportedTimes(t *testing.T) {
 	require.Equal(t, uint64(1), read, "the events read before it looked at its context")
 }
 
+// TestPositionAtStopsAtTheHeadItIsGiven: the head a caller gives (the position its state is at) bounds the answer even
+// when the log holds events after it, all at or before the time: a time after every event resolves to that head, and
+// no event past it is read, where one more would show a state the caller has not folded.
+func TestPositionAtStopsAtTheHeadItIsGiven(t *testing.T) {
+	l, _ := contendedLog(t, 3, 20)
+	end, _ := l.Head()
+	require.Greater(t, end, uint64(2))
+	for _, head := range []uint64{0, 1, end - 1, end} {
+		pos, read, err := audit.PositionAt(t.Context(), l, head, time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC))
+		require.NoError(t, err)
+		require.Equal(t, head, pos, "head %d", head)
+		require.Equal(t, head, read, "head %d", head)
+	}
+}
+
 // TestPositionAtOutsideEventTimes: a time before 1678 or after 2262 has no unix nanoseconds (event times are int64
 // nanoseconds), and it wrapped around: the year 2300 stopped at 0, before every event, and 1600 at the head. The zero
 // time given to Replay is before every event too, where it read as no time given and replayed the whole log.
