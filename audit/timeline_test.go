@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/crewlog/crewlog/audit"
 	"github.com/crewlog/crewlog/audit/audittest"
+	"github.com/crewlog/crewlog/events"
 )
 
 // TestTimelineReadsWhatReplayGave: Timeline, read up to where a replay stopped, gives the entries the replay gave its
@@ -90,4 +92,30 @@ func TestReplayHandsDecisionsOn(t *testing.T) {
 			require.Equal(t, c.drift, res.Drift())
 		})
 	}
+}
+
+// TestARunSelectionKeepsTheEngineStream: a replay of one run still shows the engine's config changes, in its
+// timeline and among its explained decisions (they change every run's policy), and no event of another run.
+func TestARunSelectionKeepsTheEngineStream(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	audittest.Scenario(t, dir)
+	l, err := audit.Open(dir)
+	require.NoError(t, err)
+	defer l.Close()
+
+	var entries []audit.Entry
+	res, err := audit.Replay(l, audit.ReplayOptions{Run: audittest.RunBudget, Explain: true,
+		Timeline: func(e audit.Entry) { entries = append(entries, e) }})
+	require.NoError(t, err)
+	configured := 0
+	for _, e := range entries {
+		require.Contains(t, []string{audittest.RunBudget, events.EngineStream}, e.Run, "at %d", e.Position)
+		if e.Type == events.TypeEngineConfigured {
+			configured++
+		}
+	}
+	require.Positive(t, configured, "the timeline of one run holds the config changes")
+	require.True(t, slices.ContainsFunc(res.Decisions, func(d audit.Decision) bool {
+		return d.Command == "engine.configure"
+	}), "the config change is explained with the run's decisions")
 }
