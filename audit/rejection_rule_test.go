@@ -70,3 +70,11 @@ func TestAdmissionRuleSlotShare(t *testing.T) {
 		require.Equal(t, tc.want, admissionRule(projections.New(), "r1", p), "waiting %d", tc.waiting)
 	}
 }
+
+// A depth refusal is explained by the values the gate compared: the depth the child would have (its parent's plus
+// one) against maxDepth, not the parent's own depth, which is within it.
+func TestRejectionRuleDepthExceeded(t *testing.T) {
+	p := &events.DelegateRejected{Reason: events.ReasonDepthExceeded, Policy: &events.Policy{
+		Depth: 3, ChildDepth: 4, MaxDepth: 3}}
+	require.Equal(t, "depth-exceeded (child depth 4 > maxDepth 3)", RejectionRule(p))
+}
