@@ -61,3 +61,29 @@ func TestNewerBuildsEventIsNotDamage(t *testing.T) {
 		})
 	}
 }
+
+// TestNewerBuildsEventsWithoutACommandID: two events this build cannot decode, each written by a command sent
+// without a command id, are two decisions as far as a stop is concerned (such events are grouped by their command id
+// alone, and they share none): a replay that explains decisions may stop between them, and fails on the newer event
+// it folds, not with a refusal to stop inside a decision that no record says exists.
+func TestNewerBuildsEventsWithoutACommandID(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	head := audittest.Scenario(t, dir)
+	l, err := eventlog.Open(dir, nil)
+	require.NoError(t, err)
+	for range 2 {
+		_, err = l.Append(eventlog.Write{Events: []eventlog.Event{{
+			Stream: audittest.RunBudget, Type: "task.renamed", SchemaVersion: 1,
+			Time: audittest.Epoch.Add(time.Hour).UnixNano(), ActorRole: events.RoleOrchestrator, Payload: []byte{0x80},
+		}}})
+		require.NoError(t, err)
+	}
+	require.NoError(t, l.Close())
+	l, err = audit.Open(dir)
+	require.NoError(t, err)
+	defer l.Close()
+
+	_, err = audit.Replay(l, audit.ReplayOptions{To: head + 1, Explain: true})
+	require.NotErrorIs(t, err, audit.ErrInsideDecision)
+	require.ErrorIs(t, err, projections.ErrNewerEvent)
+}
