@@ -1,0 +1,80 @@
+package picrew
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestAReportsReasonIsCutPastMaxReasonBytesOnly: a reason of maxReason bytes is kept whole, and one byte more is cut
+// to at most maxReason bytes ending in "…". The tests of the bound used reasons of a mebibyte, which any cut within
+// the bound passed.
+func TestAReportsReasonIsCutPastMaxReasonBytesOnly(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		len  int
+		cut  bool
+	}{
+		{"one byte under the bound", maxReason - 1, false},
+		{"at the bound", maxReason, false},
+		{"one byte past the bound", maxReason + 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reason := strings.Repeat("r", tc.len)
+			got := cutReason(reason)
+			if !tc.cut {
+				require.Equal(t, reason, got)
+				return
+			}
+			require.LessOrEqual(t, len(got), maxReason)
+			require.True(t, strings.HasSuffix(got, "…"), "%q", got)
+			require.True(t, utf8.ValidString(got))
+		})
+	}
+}
+
+// TestARunIsFullAtItsPendingBoundsExactly: a run stops reading its files once it holds maxPending writes, or
+// maxPendingBytes bytes of lines, for the daemon, not one write or byte later. The scenario tests of the bounds
+// (TestFollowHoldsAtMostMaxPendingBytes) read lines of a quarter mebibyte and allow one line past the bound, which
+// a bound checked one byte late passed.
+func TestARunIsFullAtItsPendingBoundsExactly(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		pending int
+		bytes   int64
+		full    bool
+	}{
+		{"under both bounds", maxPending - 1, maxPendingBytes - 1, false},
+		{"at the bound of writes", maxPending, 0, true},
+		{"at the bound of bytes", 0, maxPendingBytes, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &runFollower{pending: make([]planned, tc.pending), pendingBytes: tc.bytes}
+			require.Equal(t, tc.full, r.full())
+		})
+	}
+}
+
+// TestRunFilesAreCutPastMaxRunFilesOnly: maxRunFiles files of a kind are all read, unreported; one more is cut to
+// maxRunFiles and reported once.
+func TestRunFilesAreCutPastMaxRunFilesOnly(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		files   int
+		reports int
+	}{
+		{"at the bound", maxRunFiles, 0},
+		{"one file past the bound", maxRunFiles + 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var reports []string
+			kept := firstRunFiles(make([]int, tc.files), "steering files", func(reason string) {
+				reports = append(reports, reason)
+			})
+			require.Len(t, kept, min(tc.files, maxRunFiles))
+			require.Len(t, reports, tc.reports)
+		})
+	}
+}
