@@ -3,9 +3,12 @@ package picrew
 import (
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/events"
 )
 
 // TestAReportsReasonIsCutPastMaxReasonBytesOnly: a reason of maxReason bytes is kept whole, and one byte more is cut
@@ -75,6 +78,36 @@ func TestRunFilesAreCutPastMaxRunFilesOnly(t *testing.T) {
 			})
 			require.Len(t, kept, min(tc.files, maxRunFiles))
 			require.Len(t, reports, tc.reports)
+		})
+	}
+}
+
+// TestATextIsCutPastItsBoundInCharsOnly: a free text is cut when it has more chars than its bound (a task's role:
+// events.MaxIDChars), not more bytes: one of as many two-byte chars as the bound is kept whole and unreported, one
+// more char is cut to the bound, and reported. The scenario tests cut texts one char past their bound or more.
+func TestATextIsCutPastItsBoundInCharsOnly(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		text    string
+		reports int
+	}{
+		{"as many one-byte chars as the bound", strings.Repeat("c", events.MaxIDChars), 0},
+		{"as many two-byte chars as the bound", strings.Repeat("é", events.MaxIDChars), 0},
+		{"one two-byte char past the bound", strings.Repeat("é", events.MaxIDChars+1), 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &source{}
+			p := newPlanner(s, &run{id: "run_texts"}, time.Now)
+			created := &events.TaskCreated{Role: tc.text}
+			p.cutTexts("task:01_build", "task.created", created)
+			require.Len(t, s.skipped, tc.reports)
+			if tc.reports == 0 {
+				require.Equal(t, tc.text, created.Role)
+				return
+			}
+			require.Equal(t, events.MaxIDChars, utf8.RuneCountInString(created.Role))
+			require.True(t, strings.HasSuffix(created.Role, "… [clipped: 257 chars in pi-crew's files]"),
+				"%q", created.Role)
 		})
 	}
 }
