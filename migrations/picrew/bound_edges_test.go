@@ -111,3 +111,27 @@ func TestATextIsCutPastItsBoundInCharsOnly(t *testing.T) {
 		})
 	}
 }
+
+// TestABatchTakesWritesUpToMaxBatchBytesExactly: a call to the daemon takes the writes in order while their encoded
+// sizes add up to at most MaxBatchBytes: writes of exactly the budget go in one call, one byte more waits for the
+// next, and a write of exactly the budget alone is sent, not left behind for good. The scenario tests' writes never
+// summed to the budget exactly.
+func TestABatchTakesWritesUpToMaxBatchBytesExactly(t *testing.T) {
+	const budget = 100
+	for _, tc := range []struct {
+		name  string
+		sizes []int
+		n     int
+	}{
+		{"one write of the budget", []int{budget}, 1},
+		{"two writes summing to the budget", []int{60, 40, 1}, 2},
+		{"two writes one byte past the budget", []int{60, 41}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &Follower{o: FollowOptions{MaxBatchBytes: budget}}
+			n, big := f.batchLen(make([]Write, len(tc.sizes)), tc.sizes)
+			require.NoError(t, big)
+			require.Equal(t, tc.n, n)
+		})
+	}
+}
