@@ -112,9 +112,12 @@ func rawBatch(t *testing.T, id string, after uint64, ws []eventlog.Write) []*nat
 	return msgs
 }
 
-// A copy stops with ErrDiverged at anything that is not a whole group:
-// events without their manifest, a group cut short by the next manifest or
-// by the end of the stream, a message of another batch.
+// A copy stops with ErrDiverged at anything that is not a whole group
+// following the copy: events without their manifest, a group cut short by
+// the next manifest or by the end of the stream, a message of another
+// batch, a batch's messages out of order (its events would be copied in
+// another order than the writer's), a group that follows another position
+// than the copy's head.
 func TestCopyRefusesPartialOrForeignBatches(t *testing.T) {
 	cases := map[string]func(g, h []*nats.Msg) []*nats.Msg{
 		"events without a manifest":      func(g, _ []*nats.Msg) []*nats.Msg { return g[1:] },
@@ -122,6 +125,12 @@ func TestCopyRefusesPartialOrForeignBatches(t *testing.T) {
 		"the stream ends inside":         func(g, _ []*nats.Msg) []*nats.Msg { return g[:3] },
 		"a message of another batch":     func(g, h []*nats.Msg) []*nats.Msg { return append(g[:3:3], h[3]) },
 		"a message on another's subject": func(g, _ []*nats.Msg) []*nats.Msg { return swapSubjects(g, 1, 2) },
+		"a batch's messages out of order": func(g, _ []*nats.Msg) []*nats.Msg {
+			return []*nats.Msg{g[0], g[2], g[1], g[3]}
+		},
+		"a group after another position": func(_, _ []*nats.Msg) []*nats.Msg {
+			return rawBatch(t, "g", 4, groupAcross("g"))
+		},
 	}
 	for name, msgsOf := range cases {
 		t.Run(name, func(t *testing.T) {
