@@ -146,6 +146,19 @@ func startWriterOn(t *testing.T, srv *server.Server, o Options) *Node {
 	return w
 }
 
+// startWriterWithClient starts a NATS server and a writer named "w" of stream CREWLOG on it (a lease of a second),
+// and connects a client of the test to the server.
+func startWriterWithClient(t *testing.T) (*Node, *nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	srv := startNATS(t)
+	w := startWriterOn(t, srv, Options{Name: "w", Log: natslog.Config{Stream: "CREWLOG", Replicas: 1},
+		LeaseTTL: time.Second})
+	nc := connectTo(t, srv)
+	js, err := jsOf(nc)
+	require.NoError(t, err)
+	return w, nc, js
+}
+
 // startNATS starts a NATS server with JetStream in the test process,
 // shut down when the test ends.
 func startNATS(t *testing.T) *server.Server {
@@ -205,4 +218,24 @@ func TestPromotionStallBoundIsFiveTTLsAndAtLeastTenSeconds(t *testing.T) {
 		o := Options{LeaseTTL: tc.ttl}
 		require.Equal(t, tc.stall, o.promoteStallFor(), "lease TTL %v", tc.ttl)
 	}
+}
+
+// A writer whose lease another holder took fails at its next renewal, saying the lease was lost: at once, not after
+// renewing in vain for three quarters of its TTL while the other holder may already write, and not as a lease that
+// went unrenewed (ErrLeaseNotRenewed), which tells its operator of a slow server, not of another writer.
+func TestWriterWhoseLeaseAnotherTookFailsAtItsNextRenewal(t *testing.T) {
+	w, _, js := startWriterWithClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	lease, err := js.KeyValue(ctx, "crewlog_"+w.o.Log.Stream+"_writer")
+	require.NoError(t, err)
+	_, err = lease.Put(ctx, "writer", []byte("another/holder"))
+	require.NoError(t, err)
+	select {
+	case <-w.Failed():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the writer did not stop")
+	}
+	require.ErrorIs(t, w.Err(), natslog.ErrLeaseLost)
+	require.NotErrorIs(t, w.Err(), ErrLeaseNotRenewed)
 }

@@ -8,8 +8,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
-
-	"github.com/crewlog/crewlog/eventlog/natslog"
 )
 
 // A request on the commands subject names the subject its answer goes to, and anyone who may publish there chooses
@@ -19,12 +17,8 @@ import (
 // lost it at its next renewal). The writer answers only to an inbox, as every follower's request names, and decides
 // nothing for another subject, as for a message that asks for no answer.
 func TestWriterAnswersOnlyToAnInbox(t *testing.T) {
-	srv := startNATS(t)
-	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
-	w := startWriterOn(t, srv, Options{Name: "w", Log: cfg, LeaseTTL: time.Second})
-	nc := connectTo(t, srv)
-	js, err := jsOf(nc)
-	require.NoError(t, err)
+	w, nc, js := startWriterWithClient(t)
+	cfg := w.o.Log
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	stream, err := js.Stream(ctx, cfg.Stream)
