@@ -21,14 +21,9 @@ import (
 // closes it only after answering reads for a while — answering each request it drew "not the writer", so a
 // follower's request went to and fro between it and the new writer.
 func TestAFailedWriterTakesNoForwardedRequest(t *testing.T) {
-	srv := startNATS(t)
-	cfg := natslog.Config{Stream: "CREWLOG", Replicas: 1}
-	w := startWriterOn(t, srv, Options{Name: "w", Log: cfg, LeaseTTL: time.Second})
+	w, nc, js := startWriterWithClient(t)
+	cfg := w.o.Log
 	require.Nil(t, submitAsAdmin(t, w, &commands.RunCreate{RunID: "R", Team: "t", Goal: "g", Cwd: "/w"}).Rejected)
-
-	nc := connectTo(t, srv)
-	js, err := jsOf(nc)
-	require.NoError(t, err)
 	fenceWriter(t, w, js)
 
 	data, err := commands.EncodeRequest(commands.Request{Principal: events.AdminPrincipal(), CommandID: "c1",
@@ -113,4 +108,30 @@ func TestAFailedWriterGivesTheLeaseUpAtOnce(t *testing.T) {
 	ok, err := probe.Acquire(context.Background())
 	require.NoError(t, err)
 	require.True(t, ok, "another node cannot take the lease the failed writer gave up")
+}
+
+// A request the failed writer's subscription had already taken when it failed is answered "not the writer", as
+// stopServing promises: it decided nothing, so its follower sends it again to the next writer — not the engine's
+// failure, which the follower takes for a request in doubt (forward.go), and answers a command without a command id
+// unavailable though nothing decided it.
+func TestAFailedWriterAnswersARequestItHadTakenNotTheWriter(t *testing.T) {
+	w, nc, js := startWriterWithClient(t)
+	fenceWriter(t, w, js)
+
+	// A request as the commands subscription delivered it before it drained: bound to a subscription, answered to
+	// an inbox.
+	taken, err := nc.SubscribeSync("delivered.before.the.failure")
+	require.NoError(t, err)
+	inbox := nats.NewInbox()
+	answers, err := nc.SubscribeSync(inbox)
+	require.NoError(t, err)
+	require.NoError(t, nc.PublishRequest("delivered.before.the.failure", inbox, encodedRunCreate(t, "T")))
+	m, err := taken.NextMsg(10 * time.Second)
+	require.NoError(t, err)
+
+	w.serve(m)
+	answer, err := answers.NextMsg(10 * time.Second)
+	require.NoError(t, err)
+	_, err = commands.DecodeReply(answer.Data)
+	require.ErrorIs(t, err, commands.ErrNotWriter)
 }
