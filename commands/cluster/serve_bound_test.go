@@ -195,3 +195,29 @@ func TestWriterBoundsTheHeaderBytesOfTheForwardedRequestsItHolds(t *testing.T) {
 	}
 	require.LessOrEqual(t, held.max.Load(), int64(maxForwardedBytes/junk), "held at once")
 }
+
+// forwardSlots takes a request while it holds fewer than its slots and their bytes stay within its bound, the bound
+// itself included; and one of any size when it holds none, so that no request the servers carry is refused for good
+// (maxForwardedBytes).
+func TestForwardSlotsBoundRequestsAndBytes(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		held  []int // sizes taken before
+		size  int
+		taken bool
+	}{
+		{"over the byte bound, none held", nil, 11, true},
+		{"over the byte bound, one held", []int{1}, 10, false},
+		{"up to the byte bound", []int{5}, 5, true},
+		{"one byte over it", []int{5, 5}, 1, false},
+		{"within bytes, no slot left", []int{1, 1, 1}, 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newForwardSlots(3, 10)
+			for _, size := range tc.held {
+				require.True(t, s.take(size))
+			}
+			require.Equal(t, tc.taken, s.take(tc.size))
+		})
+	}
+}
