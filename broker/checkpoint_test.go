@@ -57,9 +57,15 @@ func TestAdminCheckpoint(t *testing.T) {
 	require.GreaterOrEqual(t, rep.Head, head)
 	require.NoError(t, l.Close())
 
-	a.fails(methodAdminCheckpoint, map[string]any{"dir": dir}, wire.CodeBadParams)                             // exists
-	a.fails(methodAdminCheckpoint, map[string]any{"dir": "relative/copy"}, wire.CodeBadParams)                 // not absolute
-	a.fails(methodAdminCheckpoint, map[string]any{"dir": filepath.Join(dir+"-none", "x")}, wire.CodeBadParams) // no parent
+	// NB: each refusal is told by its message: "relative/copy" has no parent either, which would refuse it too.
+	for _, tc := range []struct{ dir, message string }{
+		{dir: dir, message: "exists; name a new directory"},
+		{dir: "relative/copy", message: "dir must be an absolute path"},
+		{dir: filepath.Join(dir+"-none", "x"), message: "is not a directory"},
+	} {
+		e := a.fails(methodAdminCheckpoint, map[string]any{"dir": tc.dir}, wire.CodeBadParams)
+		require.Contains(t, e.Message, tc.message, tc.dir)
+	}
 	a.fails(methodAdminCheckpoint, map[string]any{}, wire.CodeBadParams)
 	a.fails(methodAdminCheckpoint, map[string]any{"dir": dir + "2", "extra": 1}, wire.CodeBadParams)
 	_, err = os.Stat(dir + "2")
