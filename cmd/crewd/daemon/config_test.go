@@ -331,6 +331,8 @@ func TestLoadInvalidConfigFile(t *testing.T) {
 			[]string{`unknown key "max-slot"`, `unknown key "config"`, "nesting: must be a boolean", "max-depth: must be a number",
 				"data: must be a string", "settle-grace: must be a string"}},
 		{"duplicate key", `{"max-slots": 4, "nesting": true, "max-slots": 8}`, []string{`duplicate key "max-slots"`}},
+		// A config file names no other settings file: which would override which is no one's guess.
+		{"settings files", `{"picrew-config": "pi-crew.json"}`, []string{`unknown key "picrew-config"`}},
 		{"bad values", `{"max-depth": 11, "max-slots": 2.5}`, []string{"max-depth in ", ": 11 is outside 1..10", `max-slots in `, `"2.5" is not an integer`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
