@@ -72,3 +72,31 @@ func TestMakePrivateDirSyncsWhatItMade(t *testing.T) {
 		})
 	}
 }
+
+// TestRunRefusesAStoreThatIsNotADirectory: a store that is a file (or a symbolic link to one) is refused before
+// anything is written, naming it, where Pebble would be left to fail on it with an error about a file inside it.
+func TestRunRefusesAStoreThatIsNotADirectory(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		make func(store string) error
+	}{
+		{"a file", func(store string) error { return os.WriteFile(store, []byte("x"), 0o600) }},
+		{"a symbolic link to a file", func(store string) error {
+			file := filepath.Join(filepath.Dir(store), "elsewhere")
+			if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+				return err
+			}
+			return os.Symlink(file, store)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := testConfig(t)
+			require.NoError(t, os.MkdirAll(c.DataDir, 0o700))
+			store := filepath.Join(c.DataDir, StoreDir)
+			require.NoError(t, tc.make(store))
+			err := Run(context.Background(), c, io.Discard, discard())
+			require.ErrorContains(t, err, "daemon: "+store+" is not a directory")
+			require.NoFileExists(t, filepath.Join(c.DataDir, AdminTokenFile), "nothing was written")
+		})
+	}
+}
