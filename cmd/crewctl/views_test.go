@@ -370,16 +370,25 @@ func TestCancelAnyRunsDelegation(t *testing.T) {
 }
 
 // TestRunsLimitOutOfRange: a --limit query.runs cannot take is a usage error, before crewd is asked, where a
-// negative one was dropped and the daemon's default page answered.
+// negative one was dropped and the daemon's default page answered; the ends of the range, 0 (the daemon's default)
+// and 1000, are asked of crewd as given.
 func TestRunsLimitOutOfRange(t *testing.T) {
 	tok := filepath.Join(t.TempDir(), "admin.token")
 	require.NoError(t, writeFile(tok, "t0ken"))
-	for _, limit := range []string{"-1", "1001"} {
-		t.Run(limit, func(t *testing.T) {
+	for _, tc := range []struct {
+		limit   string
+		inRange bool
+	}{{"-1", false}, {"0", true}, {"1000", true}, {"1001", false}} {
+		t.Run(tc.limit, func(t *testing.T) {
 			f := newFake(t)
-			r := crewctl(t, f.dial, "runs", "--limit", limit, "--token-file", tok)
+			r := crewctl(t, f.dial, "runs", "--limit", tc.limit, "--token-file", tok)
+			if tc.inRange {
+				require.Equal(t, exitOK, r.code, r.err)
+				require.Equal(t, []string{"query.runs"}, f.calls)
+				return
+			}
 			require.Equal(t, exitUsage, r.code, r.err)
-			require.Contains(t, r.err, "--limit "+limit+" is outside 0..1000")
+			require.Contains(t, r.err, "--limit "+tc.limit+" is outside 0..1000")
 			require.Empty(t, f.calls)
 		})
 	}
