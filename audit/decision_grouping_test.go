@@ -2,7 +2,6 @@ package audit
 
 import (
 	"errors"
-	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -11,7 +10,6 @@ import (
 	"github.com/crewlog/crewlog/audit/audittest"
 	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/eventlog"
-	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
 )
 
@@ -45,42 +43,24 @@ func TestExplainGroupsEventsWithoutACommandID(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
 	l, err := eventlog.Open(dir, nil)
 	require.NoError(t, err)
-	s := projections.New()
-	now, ids := audittest.Epoch.UnixNano(), 0
+	w := audittest.NewWorld(l, audittest.Epoch.UnixNano())
+	w.NoCommandIDs = true
 	for _, st := range steps {
-		if !st.sameTime {
-			now += 1e9
+		w.Step = 1e9
+		if st.sameTime {
+			w.Step = 0
 		}
-		env := commands.Env{Config: s.Config(), Now: now, Actor: st.actor, NewID: func() string {
-			ids++
-			return fmt.Sprintf("%08d", ids)
-		}}
-		d, err := commands.Decide(s, st.cmd, env)
+		d, err := w.Do(st.actor, st.cmd)
 		var rej *commands.RejectedError
 		if err != nil && !errors.As(err, &rej) {
 			require.NoError(t, err)
 		}
 		require.NotEmpty(t, d.Events, "%s records its decision", st.cmd.Kind())
-		w := eventlog.Write{}
 		for _, ev := range d.Events {
 			require.Empty(t, ev.CommandID)
-			p, err := events.EncodePayload(ev.Payload)
-			require.NoError(t, err)
-			w.Events = append(w.Events, eventlog.Event{Stream: ev.Stream, Type: ev.Type, SchemaVersion: ev.SchemaVersion,
-				Time: ev.Time, CorrelationID: ev.CorrelationID, ActorRole: ev.Actor.Role, ActorTask: ev.Actor.TaskID,
-				Payload: p})
-		}
-		first, err := l.Append(w)
-		require.NoError(t, err)
-		for i, ev := range d.Events {
-			ev.Position = first + uint64(i)
-			projections.Apply(s, ev)
 		}
 	}
-	require.NoError(t, l.Close())
-	l, err = Open(dir)
-	require.NoError(t, err)
-	defer l.Close()
+	l = reopened(t, w, l, dir)
 
 	res, err := Replay(l, ReplayOptions{Explain: true})
 	require.NoError(t, err)

@@ -22,6 +22,9 @@ type World struct {
 	State *projections.State
 	Now   int64 // unix ns; every decision advances it by Step
 	Step  int64
+	// NoCommandIDs decides and writes the commands as sent without a command id, which is optional: their events
+	// carry none, and are grouped into decisions by their stream and clock reading.
+	NoCommandIDs bool
 
 	ids      int
 	cmds     int
@@ -59,6 +62,9 @@ func (w *World) Buffer(actor events.Actor, cmd commands.Command) (commands.Decis
 	w.cmds++
 	w.Now += w.Step
 	id := fmt.Sprintf("cmd-%07d", w.cmds)
+	if w.NoCommandIDs {
+		id = ""
+	}
 	env := commands.Env{Config: w.State.Config(), Now: w.Now, NewID: w.NewID, Actor: actor, CommandID: id}
 	d, err := commands.Decide(w.State, cmd, env)
 	if len(d.Events) == 0 {
