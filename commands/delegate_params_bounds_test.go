@@ -14,7 +14,6 @@ import (
 // next step (the run's lookup, which refuses no-manifest in an empty state), one past it is refused bad-params before
 // anything is looked up.
 func TestDelegateRequestParamBounds(t *testing.T) {
-	str := func(s string) *string { return &s }
 	for _, c := range []struct {
 		name string
 		set  func(r *DelegateRequest)
@@ -25,16 +24,16 @@ func TestDelegateRequestParamBounds(t *testing.T) {
 		{"a prompt one char longer",
 			func(r *DelegateRequest) { r.Prompt = strings.Repeat("é", MaxPromptChars+1) }, false},
 		{"a blank prompt", func(r *DelegateRequest) { r.Prompt = " \n" }, false},
-		{"a description of one char", func(r *DelegateRequest) { r.Description = str("d") }, true},
+		{"a description of one char", func(r *DelegateRequest) { r.Description = ptr("d") }, true},
 		{"a description of the most chars",
-			func(r *DelegateRequest) { r.Description = str(strings.Repeat("é", MaxDescriptionChars)) }, true},
+			func(r *DelegateRequest) { r.Description = ptr(strings.Repeat("é", MaxDescriptionChars)) }, true},
 		{"a description one char longer",
-			func(r *DelegateRequest) { r.Description = str(strings.Repeat("é", MaxDescriptionChars+1)) }, false},
+			func(r *DelegateRequest) { r.Description = ptr(strings.Repeat("é", MaxDescriptionChars+1)) }, false},
 		{"a model of the most chars",
-			func(r *DelegateRequest) { r.Model = str(strings.Repeat("m", MaxModelChars)) }, true},
+			func(r *DelegateRequest) { r.Model = ptr(strings.Repeat("m", MaxModelChars)) }, true},
 		{"a model one char longer",
-			func(r *DelegateRequest) { r.Model = str(strings.Repeat("m", MaxModelChars+1)) }, false},
-		{"a blank model", func(r *DelegateRequest) { r.Model = str(" ") }, false},
+			func(r *DelegateRequest) { r.Model = ptr(strings.Repeat("m", MaxModelChars+1)) }, false},
+		{"a blank model", func(r *DelegateRequest) { r.Model = ptr(" ") }, false},
 		{"maxTurns 0", func(r *DelegateRequest) { r.MaxTurns = ptr(0) }, false},
 		{"maxTurns 1", func(r *DelegateRequest) { r.MaxTurns = ptr(1) }, true},
 		{"maxTurns at the limit", func(r *DelegateRequest) { r.MaxTurns = ptr(MaxTurnsLimit) }, true},
