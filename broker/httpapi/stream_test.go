@@ -257,6 +257,8 @@ type stalledWriter struct {
 	gate chan struct{}
 	mu   sync.Mutex
 	out  bytes.Buffer
+	// wrote is signalled after each write, so a test waits for the next one rather than polling out.
+	wrote chan struct{}
 }
 
 func (w *stalledWriter) Header() http.Header { return w.h }
@@ -266,13 +268,18 @@ func (w *stalledWriter) Write(b []byte) (int, error) {
 	<-w.gate
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.out.Write(b)
+	n, err := w.out.Write(b)
+	select {
+	case w.wrote <- struct{}{}:
+	default: // a signal is pending already: the waiter reads out after it, this write included
+	}
+	return n, err
 }
 
 // openStalled opens an admin's stream whose client reads nothing until w.gate is closed: the stream joins the hub,
 // then blocks in its first write. done is closed once its handler has returned.
 func openStalled(f *fixture) (w *stalledWriter, done <-chan struct{}) {
-	w = &stalledWriter{h: http.Header{}, gate: make(chan struct{})}
+	w = &stalledWriter{h: http.Header{}, gate: make(chan struct{}), wrote: make(chan struct{}, 1)}
 	req := httptest.NewRequest(http.MethodGet, "/api/v1/stream", nil)
 	req.Host = "127.0.0.1"
 	req.Header.Set("Authorization", "Bearer "+adminToken)
@@ -469,13 +476,16 @@ func TestAStreamExactlyAtItsByteBudgetGoesOn(t *testing.T) {
 				defer w.mu.Unlock()
 				return w.out.String()
 			}
+			// NB: at the budget the stream goes on after its last event; over it, the resync ends it.
+		sending:
 			for !strings.Contains(sent(), fmt.Sprintf("id: %d\n", start+published)) {
 				select {
 				case <-done:
-				case <-time.After(time.Millisecond):
-					continue
+					break sending
+				case <-w.wrote:
+				case <-time.After(time.Minute): // a guard against a hang, not a timing
+					t.Fatalf("neither the last event nor the stream's end within a minute: %s", sent())
 				}
-				break
 			}
 			require.Equal(t, tc.resync, strings.Contains(sent(), "event: resync"), "%s", sent())
 			if !tc.resync {
