@@ -276,6 +276,31 @@ func (w *stalledWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
+// framesWritten waits until the stream has written at least n frames (comments aside) and returns all it wrote:
+// read on the server's side as the stream writes them, not as and when a client's socket delivers them.
+func (w *stalledWriter) framesWritten(t *testing.T, n int) []sseFrame {
+	t.Helper()
+	for {
+		w.mu.Lock()
+		out := bytes.Clone(w.out.Bytes())
+		w.mu.Unlock()
+		frames := make(chan sseFrame, bytes.Count(out, []byte("\n\n")))
+		readFrames(bytes.NewReader(out), frames)
+		var got []sseFrame
+		for fr := range frames {
+			got = append(got, fr)
+		}
+		if len(got) >= n {
+			return got
+		}
+		select {
+		case <-w.wrote:
+		case <-time.After(time.Minute): // a guard against a hang, not a timing
+			t.Fatalf("%d of %d frames written within a minute", len(got), n)
+		}
+	}
+}
+
 // openStalled opens an admin's stream whose client reads nothing until w.gate is closed: the stream joins the hub,
 // then blocks in its first write. done is closed once its handler has returned.
 func openStalled(f *fixture) (w *stalledWriter, done <-chan struct{}) {
