@@ -490,7 +490,15 @@ func (c *conn) end() bool {
 	return true
 }
 
-// startIdleTimer arms the idle timeout after hello (IdleTimeout < 0 disables it).
+// idleFrom starts the connection's idle clock: a hello's, before its answer is queued.
+func (c *conn) idleFrom() {
+	c.mu.Lock()
+	c.idleAt = c.s.idleNow()
+	c.mu.Unlock()
+}
+
+// startIdleTimer arms the idle timeout after hello (IdleTimeout < 0 disables it), for what is left of it since the
+// idle clock started (idleFrom).
 func (c *conn) startIdleTimer() {
 	if c.s.opts.IdleTimeout < 0 {
 		return
@@ -502,8 +510,8 @@ func (c *conn) startIdleTimer() {
 		// now would keep the connection, its buffers and its server reachable until IdleTimeout.
 		return
 	}
-	c.idleAt = c.s.idleNow()
-	c.idle = time.AfterFunc(c.s.opts.IdleTimeout, c.idleExpired)
+	left := c.s.opts.IdleTimeout - c.s.idleNow().Sub(c.idleAt)
+	c.idle = time.AfterFunc(max(left, 0), c.idleExpired)
 }
 
 // idleExpired closes an idle connection, unless it holds a subscription or a wait: those are what it waits for,

@@ -208,6 +208,26 @@ func TestIdleTimeout(t *testing.T) {
 	require.Equal(t, true, waiting.ok("ping", nil)["pong"])
 }
 
+// TestTheIdleClockStartsWithTheHellosAnswer: a connection is idle from the moment its hello is answered, however
+// late the goroutine that answered it arms its timer: a client that read the answer and sent nothing for IdleTimeout
+// is closed idle-timeout then, not IdleTimeout after the timer happened to be armed.
+func TestTheIdleClockStartsWithTheHellosAnswer(t *testing.T) {
+	const idle = 20 * time.Millisecond
+	f := newFixture(t, fixtureOpts{opts: Options{IdleTimeout: idle}})
+	clock := installPacerClock(f)
+	clock.freeze()
+	f.srv.idleNow = clock.p.now
+	s := f.seed()
+	// The whole of IdleTimeout passes between the hello's bind, which queues its answer, and the rest of the hello.
+	f.srv.onBound = func() { clock.advance(idle) }
+	c := f.dial()
+	c.hello(runR, taskP, s.p)
+	end := c.untilError()
+	require.Equal(t, "", end.ID)
+	require.Equal(t, wire.CodeIdleTimeout, end.Error.Code)
+	c.closed()
+}
+
 // idleChecks keeps what the idle timers of f's connections decided (Server.idleChecked), and how many requests
 // each connection's reader has ended (Server.requestEnded), by their credential's key (a worker's task): a test gives
 // each connection a credential of its own.

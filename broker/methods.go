@@ -169,6 +169,9 @@ func (c *conn) hello(req wire.Request, size int) bool {
 	s.charge(k, helloUnits(size))
 	ack, bad := c.helloAck(req.ID, id)
 	if bad == nil {
+		// NB: the idle clock starts before the bind queues the answer: a client that reads it and sends nothing for
+		// IdleTimeout is idle then, however late this goroutine arms the timer (startIdleTimer) after the bind.
+		c.idleFrom()
 		bad = s.bind(c, id, ack)
 	}
 	if s.onBound != nil {
