@@ -175,10 +175,7 @@ func (c *client) answerOf(id string) wire.Response {
 // the pacer's clock, frozen: it moves only as the test moves it, and the idle timers only pace the checks.
 func TestIdleTimeout(t *testing.T) {
 	const idle = 20 * time.Millisecond
-	f := newFixture(t, fixtureOpts{opts: Options{IdleTimeout: idle}})
-	clock := installPacerClock(f)
-	clock.freeze()
-	f.srv.idleNow = clock.p.now
+	f, clock := newIdleFixture(t, idle)
 	checks := watchIdleChecks(f)
 	s := f.seed()
 	waiting := f.dialOrchestrator(s)
@@ -213,10 +210,7 @@ func TestIdleTimeout(t *testing.T) {
 // is closed idle-timeout then, not IdleTimeout after the timer happened to be armed.
 func TestTheIdleClockStartsWithTheHellosAnswer(t *testing.T) {
 	const idle = 20 * time.Millisecond
-	f := newFixture(t, fixtureOpts{opts: Options{IdleTimeout: idle}})
-	clock := installPacerClock(f)
-	clock.freeze()
-	f.srv.idleNow = clock.p.now
+	f, clock := newIdleFixture(t, idle)
 	s := f.seed()
 	// The whole of IdleTimeout passes between the hello's bind, which queues its answer, and the rest of the hello.
 	f.srv.onBound = func() { clock.advance(idle) }
@@ -226,6 +220,16 @@ func TestTheIdleClockStartsWithTheHellosAnswer(t *testing.T) {
 	require.Equal(t, "", end.ID)
 	require.Equal(t, wire.CodeIdleTimeout, end.Error.Code)
 	c.closed()
+}
+
+// newIdleFixture is a fixture whose connections are closed after IdleTimeout idle, measured on the pacer's clock,
+// frozen: it moves only as the test moves it.
+func newIdleFixture(t *testing.T, idle time.Duration) (*fixture, *pacerClock) {
+	f := newFixture(t, fixtureOpts{opts: Options{IdleTimeout: idle}})
+	clock := installPacerClock(f)
+	clock.freeze()
+	f.srv.idleNow = clock.p.now
+	return f, clock
 }
 
 // idleChecks keeps what the idle timers of f's connections decided (Server.idleChecked), and how many requests
