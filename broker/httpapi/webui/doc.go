@@ -41,6 +41,9 @@
 //	js/api.js                           the API as functions; paging; the stream
 //	js/retry.js                         when a read refused for now is read again; time travel's latest read (pure)
 //	js/model.js, js/format.js           pure shaping and wording (timeline, tree, health, policy inputs)
+//	js/live.js                          keeping a view current: refreshes coalesced, tickers
+//	js/dom.js                           DOM nodes built from parts, never from markup (text stays text)
+//	js/widgets.js                       what every view draws with: pills, budget bars, tables, the why? dialog
 //	js/views/*.js                       run list and slot pool, run view with its tabs, health
 //
 // The pure modules, the stream (against a fake EventSource) and the reads again (against a fake fetch) are tested
