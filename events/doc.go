@@ -3,7 +3,9 @@
 // and the msgpack codec that turns a payload into bytes and back.
 //
 // It is a leaf package (like raft's raftpb): it imports only the standard
-// library and msgpack, so every other package can depend on it.
+// library, msgpack and its own leaves events/msgpackappend and
+// events/msgpacklen (which import nothing of crewlog), so every other
+// package can depend on it.
 //
 // # Guarantees
 //
