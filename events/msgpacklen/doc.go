@@ -10,6 +10,6 @@
 // (events), a command forwarded by another node (commands), a message of a
 // replicated log's stream (eventlog/natslog).
 //
-// A leaf with no imports, so that the log's backends may use it without
-// depending on the domain.
+// A leaf that imports nothing but encoding/binary, so that the log's
+// backends may use it without depending on the domain.
 package msgpacklen
