@@ -1,6 +1,8 @@
 // Command crewbench measures crewlog: `crewbench compare` times one delegate
 // admission workload on crewlog and its alternatives, `crewbench sim` drives a
-// running crewd with a simulated crew. The logic lives in package bench.
+// running crewd with a simulated crew, and `crewbench history` writes a long
+// history through the engine and measures crewd on it. The logic lives in
+// package bench.
 package main
 
 import (
