@@ -34,7 +34,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	root := &cobra.Command{
 		Use:           "crewbench",
-		Short:         "Measure crewlog against its alternatives, and drive a running crewd with a simulated crew",
+		Short:         "Measure crewlog against its alternatives, drive a running crewd with a simulated crew, and measure crewd on a long history",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
