@@ -1,6 +1,6 @@
 // Package eventlog is crewlog's storage: an append-only, gapless,
 // checksummed, hash-chained event log in Pebble. It is the only package of
-// crewlog that imports Pebble, but crewbench's plain-Pebble baseline
+// crewlog that imports Pebble, apart from crewbench's plain-Pebble baseline
 // (cmd/crewbench/bench/plainpebble), which measures Pebble itself.
 //
 // # Guarantees
