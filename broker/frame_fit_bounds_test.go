@@ -139,3 +139,42 @@ func TestSlotsHoldersCutCountEachComma(t *testing.T) {
 		require.Greater(t, len(b)+jsonLen(holders[n])+1, room-1, "frame %d: one more holder would not fit", frame)
 	}
 }
+
+// TestPageCutCountsItsCursorAndKeepsWhatFits: a page cut short carries a next cursor, which takes its bytes in the
+// same budget: items that fill the budget exactly with that cursor beside them are one page, one byte more and the
+// last of them is left out. A page cut short is read again with the limit that held every item that fitted, not fewer.
+func TestPageCutCountsItsCursorAndKeepsWhatFits(t *testing.T) {
+	cl := frameCall(4096)
+	budget := pageBudget(cl)
+	// The cursor takes 22 bytes as nextCursor's value, the first two items 103 each with their commas; the last is
+	// wider than the cursor, so it never fits after the third.
+	cursor := strings.Repeat("c", 20)
+	first, second, last := strings.Repeat("a", 100), strings.Repeat("b", 100), strings.Repeat("d", 50)
+	for name, tc := range map[string]struct {
+		over       int
+		wantItems  int
+		wantLimits []int
+	}{
+		"exactly the budget with the cursor": {over: 0, wantItems: 3, wantLimits: []int{4, 3}},
+		"one byte within it":                 {over: -1, wantItems: 3, wantLimits: []int{4, 3}},
+		"one byte past it":                   {over: 1, wantItems: 2, wantLimits: []int{4, 3, 2}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			third := strings.Repeat("t", budget-2*103-cursorBytes(cursor)-3+tc.over)
+			items := []string{first, second, third, last}
+			var limits []int
+			pg, err := fitPage(cl, len(items), func(limit int) (page[string], error) {
+				limits = append(limits, limit)
+				p := page[string]{items: items[:limit], total: len(items)}
+				if limit < len(items) {
+					p.next = cursor
+				}
+				return p, nil
+			}, same[string])
+			require.NoError(t, err)
+			require.Equal(t, items[:tc.wantItems], pg.items)
+			require.Equal(t, tc.wantLimits, limits)
+			require.Equal(t, cursor, pg.next)
+		})
+	}
+}
