@@ -8,12 +8,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
 )
 
-// The byte boundaries of fitting an answer into a frame: a page, an item sent without its texts and query.slots'
-// holders each fill their room to its last byte and not one byte past it. The scenarios that cut pages and pools
-// (pagefit_test.go, slots_fit_test.go) hold only that the answer fits; these pin the edge on both sides.
+// The byte boundaries of fitting an answer into a frame: a page, an item sent without its texts, query.slots'
+// holders and a worker's message each fill their room to its last byte and not one byte past it. The scenarios that
+// cut pages and pools and refuse messages (pagefit_test.go, slots_fit_test.go, inbox_fit_test.go) hold only that the
+// answer fits; these pin the edge on both sides.
 
 // frameCall is a request of id "1" on a connection of a server whose frames hold maxFrame bytes.
 func frameCall(maxFrame int) *call {
@@ -175,6 +177,43 @@ func TestPageCutCountsItsCursorAndKeepsWhatFits(t *testing.T) {
 			require.Equal(t, items[:tc.wantItems], pg.items)
 			require.Equal(t, tc.wantLimits, limits)
 			require.Equal(t, cursor, pg.next)
+		})
+	}
+}
+
+// TestAMessageFillsThePageToTheLastByte: a worker's message is accepted while its widest copy (the widest the engine
+// may make of it, messageFits), with its comma, takes at most the room of a page of its own answering a reader's
+// widest request id, the room in which mailboxPage sends a message whole, and refused one byte past it.
+func TestAMessageFillsThePageToTheLastByte(t *testing.T) {
+	const frame = 4096
+	_, p := orchestratorAndP(t, frame)
+	widest := func(chars int) int {
+		m := projections.Message{RunID: runR, From: taskP, To: taskQ, ID: widestMessageID(taskQ),
+			Body: `"` + strings.Repeat("x", chars) + `"`, Kind: events.KindGroupJoin, Priority: events.PriorityNormal,
+			DeliveryMode: events.DeliveryInterrupt, Status: projections.MessageAcknowledged,
+			CreatedAt: widestMessageTime, DeliveredAt: widestMessageTime, AcknowledgedAt: widestMessageTime}
+		b, err := json.Marshal(toWireMessage(m))
+		require.NoError(t, err)
+		return len(b) + 1
+	}
+	fill := inboxPageRoom(frame) - widest(0) // the body whose widest copy takes the room exactly
+	for name, tc := range map[string]struct {
+		chars    int
+		accepted bool
+	}{
+		"exactly the room":   {chars: fill, accepted: true},
+		"one byte within it": {chars: fill - 1, accepted: true},
+		"one byte past it":   {chars: fill + 1, accepted: false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := p.call("msg.send", map[string]any{"to": taskQ, "body": strings.Repeat("x", tc.chars)})
+			if tc.accepted {
+				require.Nil(t, r.Error)
+				return
+			}
+			require.NotNil(t, r.Error)
+			require.Equal(t, wire.CodeOversizeFrame, r.Error.Code)
+			require.Equal(t, "msg.send: body too large", r.Error.Message)
 		})
 	}
 }
