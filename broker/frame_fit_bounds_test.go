@@ -8,14 +8,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
 )
 
 // The byte boundaries of fitting an answer into a frame: a page, an item sent without its texts, query.slots'
-// holders and a worker's message each fill their room to its last byte and not one byte past it. The scenarios that
-// cut pages and pools and refuse messages (pagefit_test.go, slots_fit_test.go, inbox_fit_test.go) hold only that the
-// answer fits; these pin the edge on both sides.
+// holders, a worker's message and a proxy call's arguments each fill their room to its last byte and not one byte past
+// it. The scenarios that cut pages and pools and refuse messages and calls (pagefit_test.go, slots_fit_test.go,
+// inbox_fit_test.go, proxy_fit_test.go) hold only that the answer fits; these pin the edge on both sides.
 
 // frameCall is a request of id "1" on a connection of a server whose frames hold maxFrame bytes.
 func frameCall(maxFrame int) *call {
@@ -214,6 +215,42 @@ func TestAMessageFillsThePageToTheLastByte(t *testing.T) {
 			require.NotNil(t, r.Error)
 			require.Equal(t, wire.CodeOversizeFrame, r.Error.Code)
 			require.Equal(t, "msg.send: body too large", r.Error.Message)
+		})
+	}
+}
+
+// TestProxyArgumentsFillTheManagersRoomToTheLastByte: a worker's proxy.request is let through while its
+// proxy.requested event, at its widest and with its comma, takes at most the room the manager reads it in (an
+// events.since page answering a reader's widest request id, a team.event push), and refused one byte past it.
+func TestProxyArgumentsFillTheManagersRoomToTheLastByte(t *testing.T) {
+	const frame = 4096
+	c := &conn{s: &Server{opts: Options{MaxFrame: frame}}}
+	request := func(chars int) *commands.ProxyRequest {
+		return &commands.ProxyRequest{RunID: runR, TaskID: taskP, JobID: "J", RequestID: "r1", RequestIDChars: 2,
+			Tool: "read", Args: json.RawMessage(`{"a":"` + strings.Repeat("x", chars) + `"}`)}
+	}
+	empty := request(0)
+	b, err := widestProxyRequested(empty, "cmd-1", string(empty.Args))
+	require.NoError(t, err)
+	fill := proxyRequestedRoom(frame) - (len(b) + 1) // the arguments whose event takes the room exactly
+	for name, tc := range map[string]struct {
+		chars int
+		fits  bool
+	}{
+		"exactly the room":   {chars: fill, fits: true},
+		"one byte within it": {chars: fill - 1, fits: true},
+		"one byte past it":   {chars: fill + 1, fits: false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := c.argsFit(request(tc.chars), "cmd-1")
+			if tc.fits {
+				require.NoError(t, err)
+				return
+			}
+			var we *wire.Error
+			require.ErrorAs(t, err, &we)
+			require.Equal(t, wire.CodeOversizeFrame, we.Code)
+			require.Equal(t, "proxy.request: arguments too large", we.Message)
 		})
 	}
 }

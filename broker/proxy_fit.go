@@ -59,7 +59,7 @@ const widestProxyEventRest = 512
 // NB: arguments the engine refuses anyway (not JSON-safe), and a request it could not admit (admittable), are left to
 // it, so that its answer is the engine's.
 func (c *conn) argsFit(x *commands.ProxyRequest, commandID string) error {
-	room := min(frameBudget(c.s.opts.MaxFrame, widestReaderID), c.s.opts.MaxFrame-pushEnvelope)
+	room := proxyRequestedRoom(c.s.opts.MaxFrame)
 	ids := len(x.RunID) + len(x.JobID) + len(x.RequestID) + len(x.Tool) + len(commandID) + len(x.TaskID)
 	if 7*len(x.Args)+6*ids+widestProxyEventRest <= room || !admittable(x) {
 		// NB: the common case, without rendering the event: as for a result (resultFits).
@@ -69,19 +69,32 @@ func (c *conn) argsFit(x *commands.ProxyRequest, commandID string) error {
 	if err != nil {
 		return nil
 	}
+	if b, err := widestProxyRequested(x, commandID, args); err == nil && len(b)+1 > room {
+		return wire.NewError(wire.CodeOversizeFrame, x.Kind()+": arguments too large")
+	}
+	return nil
+}
+
+// proxyRequestedRoom is the bytes a proxy.requested event may take, its comma counted, for the manager to read it
+// whole in a frame of maxFrame: in an events.since page answering a request id of readerIDLen bytes, and in a
+// team.event push.
+func proxyRequestedRoom(maxFrame int) int {
+	return min(frameBudget(maxFrame, widestReaderID), maxFrame-pushEnvelope)
+}
+
+// widestProxyRequested is the proxy.requested event x would be recorded with, its arguments args (canonical), as the
+// manager reads it: its generation, sizes, seq, position and time at their widest.
+func widestProxyRequested(x *commands.ProxyRequest, commandID, args string) ([]byte, error) {
 	data, err := json.Marshal(&events.ProxyRequested{JobID: x.JobID, RequestID: x.RequestID, Generation: math.MaxInt64,
 		Tool: x.Tool, Mutating: true, Args: args, ArgsBytes: math.MaxInt64})
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	te := teamEvent{Time: "9999-12-31T23:59:59.999Z", Type: events.TypeProxyRequested, RunID: x.RunID, Data: data,
 		Metadata: teamMetadata{Seq: math.MaxUint64, Provenance: "api", Position: math.MaxUint64,
 			SchemaVersion: math.MaxUint16, CommandID: commandID,
 			Actor: events.Actor{Role: events.RoleWorker, TaskID: x.TaskID}}}
-	if b, err := te.encodeJSON(); err == nil && len(b)+1 > room {
-		return wire.NewError(wire.CodeOversizeFrame, x.Kind()+": arguments too large")
-	}
-	return nil
+	return te.encodeJSON()
 }
 
 // admittable reports whether x could be admitted at all, and so recorded with its arguments (proxy.requested): its
