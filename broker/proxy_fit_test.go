@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/commands"
 )
 
 // TestProxyCompleteFitsProxyResult: a result is stored canonical and proxy.result answers it as a JSON string, so a
@@ -97,4 +98,26 @@ func TestProxyRequestFitMeasuresWhatCouldBeAdmitted(t *testing.T) {
 	require.Contains(t, r.Error.Message, "is not granted")
 	require.Greater(t, f.eng.Head(), head, "the rule's refusal is recorded")
 	require.Equal(t, "rejected", w.ok("proxy.result", map[string]any{"jobId": "J", "requestId": "r2"})["state"])
+}
+
+// TestProxyRequestFitLeavesABadRequestIDToTheRules: a request id that is no string of 1..MaxRequestIDChars chars is
+// refused by the rules (bad-request-id), its refusal recorded without the arguments, so its arguments are not
+// measured: however wide, the answer is the rule's, not oversize-frame "arguments too large".
+func TestProxyRequestFitLeavesABadRequestIDToTheRules(t *testing.T) {
+	for name, requestID := range map[string]string{
+		"empty":         "",
+		"one char past": strings.Repeat("r", commands.MaxRequestIDChars+1),
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, fixtureOpts{})
+			_, w, nonce := leasedJobCall(f, f.seed())
+			head := f.eng.Head()
+			r := w.callUnescaped("proxy.request", map[string]any{"jobId": "J", "requestId": requestID, "nonce": nonce,
+				"tool": "read", "args": map[string]any{"html": strings.Repeat("<", wire.DefaultMaxFrame/7)}})
+			require.NotNil(t, r.Error)
+			require.NotEqual(t, wire.CodeOversizeFrame, r.Error.Code, r.Error.Message)
+			require.Contains(t, r.Error.Message, "request id must be a string of 1..")
+			require.Greater(t, f.eng.Head(), head, "the rule's refusal is recorded")
+		})
+	}
 }
