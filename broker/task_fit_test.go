@@ -60,6 +60,10 @@ func TestTasksPastADependsOnTooLargeForAFrame(t *testing.T) {
 			require.Equal(t, true, w["dependsOnOmitted"], "the dependsOn is left out, and it says so")
 			require.Nil(t, w["dependsOn"])
 			require.Equal(t, "queued", w["status"])
+			// NB: the dependsOn is left out before the names: a task that fits without it keeps them.
+			require.NotContains(t, w, "namesOmitted", "names go only where leaving out dependsOn is not enough")
+			require.Equal(t, "r", w["role"])
+			require.Equal(t, runR, w["runId"])
 			if frame > wire.MaxFrameFloor {
 				pages := pager{t: t, frame: frame}
 				require.Len(t, pages.all(o, "query.tasks", nil, "tasks", "id"), 2+n+2)
