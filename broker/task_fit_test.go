@@ -101,7 +101,7 @@ func TestATasksDependsOnIsReadByItsRunsReadersOnly(t *testing.T) {
 
 // TestADependsOnLargerThanAFrameIsReadPageByPage: a task recorded under a larger --max-frame (or imported) may list
 // more dependencies than a frame holds: query.tasks {taskId} pages them, every id once and in order, each page within
-// the frame, and query.tasks lists the task without them.
+// the frame whatever the length of the task's id, and query.tasks lists the task without them.
 func TestADependsOnLargerThanAFrameIsReadPageByPage(t *testing.T) {
 	for _, frame := range []int{wire.MaxFrameFloor, 4096} {
 		t.Run(fmt.Sprint(frame), func(t *testing.T) {
@@ -118,18 +118,23 @@ func TestADependsOnLargerThanAFrameIsReadPageByPage(t *testing.T) {
 				deps = append(deps, id)
 				want = append(want, id)
 			}
-			o.ok("task.create", map[string]any{"taskId": "W", "role": "r", "agent": "a", "title": "t", "cwd": "/w",
-				"dependsOn": deps})
+			// NB: and a task of the longest id, which each page of its dependsOn holds beside the ids.
+			long := strings.Repeat("W", commands.MaxIDChars)
+			for _, id := range []string{"W", long} {
+				o.ok("task.create", map[string]any{"taskId": id, "role": "r", "agent": "a", "title": "t", "cwd": "/w",
+					"dependsOn": deps})
+			}
 			f.close()
 
 			g := newFixture(t, fixtureOpts{fs: fs, opts: Options{MaxFrame: frame}})
 			o = g.dial()
 			o.hello(runR, events.OrchestratorKey, s.orch)
 			tasks := everyItem(t, o, "query.tasks", nil, "tasks")
-			w := tasks[len(tasks)-1]
+			w := tasks[len(tasks)-2]
 			require.Equal(t, "W", w["id"])
 			require.Equal(t, true, w["dependsOnOmitted"])
 			require.Equal(t, want, dependsOnPages(t, o, "W", frame))
+			require.Equal(t, want, dependsOnPages(t, o, long, frame))
 		})
 	}
 }
