@@ -113,6 +113,10 @@ func TestVerifyNamesDamageOutsideTheRecords(t *testing.T) {
 				require.Contains(t, r.err, tc.key, "%v", args)
 				require.NotContains(t, r.err, "position 0", "%v", args)
 			}
+			// The text says the damage on its one line, by its key alone, and nothing that was not checked.
+			r := crewctl(t, nil, "verify", "--data", data)
+			require.True(t, strings.HasPrefix(r.out, "CORRUPT "+tc.key+": "), r.out)
+			require.Equal(t, 1, strings.Count(r.out, "\n"), r.out)
 		})
 	}
 }
