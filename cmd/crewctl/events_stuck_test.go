@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +17,10 @@ type stuckPages struct{ calls int }
 
 func (s *stuckPages) Call(_ context.Context, method string, params, result any) error {
 	s.calls++
+	if s.calls > 1 {
+		// NB: a page asked for again is the failure itself; answering it would spin until the package timed out.
+		return errors.New("stuckPages: the same page asked for again")
+	}
 	b, _ := json.Marshal(params)
 	var p struct {
 		SinceSeq uint64 `json:"sinceSeq"`

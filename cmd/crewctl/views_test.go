@@ -46,6 +46,11 @@ type fakeBroker struct {
 	stop context.CancelFunc
 	// fail answers each method it names with its error, as crewd answers a finished run it cannot read back.
 	fail map[string]*wire.Error
+	// paged, when not 0, is how many of a run's events events.since holds: the rest commit after the tail began, so
+	// that only the subscription sends them.
+	paged int
+	// streamErr, when set, ends the subscription with it once the stream ran dry, as a lost connection would.
+	streamErr error
 }
 
 func newFake(t *testing.T) *fakeBroker {
@@ -177,6 +182,9 @@ func (f *fakeBroker) Call(_ context.Context, method string, params, result any) 
 		res = map[string]any{"ok": true}
 	case "events.since":
 		evs := f.events[p.RunID]
+		if f.paged > 0 {
+			evs = evs[:min(f.paged, len(evs))]
+		}
 		from := min(int(p.SinceSeq), len(evs))
 		page := evs[from:min(from+20, len(evs))] // small pages exercise paging
 		res = sincePage{Events: page, NextSeq: uint64(from + len(page)), HasMore: from+len(page) < len(evs)}
@@ -231,6 +239,9 @@ func (s *fakeStream) Next(ctx context.Context) (json.RawMessage, error) {
 			return raw, nil
 		}
 	}
+	if s.f.streamErr != nil {
+		return nil, s.f.streamErr
+	}
 	s.f.stop()
 	<-ctx.Done()
 	return nil, ctx.Err()
@@ -282,16 +293,9 @@ func requireJSON(t *testing.T, out string) {
 // tails the rest through events.subscribe; every seq shows once, in order.
 func TestEventsFollow(t *testing.T) {
 	f := newFake(t)
-	tok := filepath.Join(t.TempDir(), "admin.token")
-	require.NoError(t, writeFile(tok, "t0ken"))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	f.stop = cancel
-	var out, errb strings.Builder
-	code := run(ctx, []string{"events", "--run", audittest.RunUnlimited, "--follow", "--since", "3", "--json", "--token-file", tok},
-		stdio{out: &out, err: &errb}, f.dial)
-	require.Equal(t, exitOK, code, errb.String())
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	r := tail(t, f, "--run", audittest.RunUnlimited, "--since", "3", "--json")
+	require.Equal(t, exitOK, r.code, r.err)
+	lines := strings.Split(strings.TrimSpace(r.out), "\n")
 	require.Len(t, lines, len(f.events[audittest.RunUnlimited])-3)
 	for i, line := range lines {
 		var ev teamEvent
