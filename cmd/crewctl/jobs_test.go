@@ -26,13 +26,7 @@ func TestJobsViews(t *testing.T) {
 		t.Helper()
 		return callOK(t, ctx, c, method, p)
 	}
-	tok := do(a, "credential.issue", map[string]any{"runId": run, "taskId": "W"})["token"].(string)
-	create := map[string]any{"runId": run, "jobId": "J", "taskId": "W", "tools": jobGrant}
-	nonce := do(a, "job.create", create)["nonce"].(string)
-	do(a, "lease.open", map[string]any{"runId": run, "jobId": "J", "mode": "start", "rootToolCallId": "call-1"})
-	w, err := client.Dial(ctx, socket, client.Hello{RunID: run, TaskID: "W", Token: tok}, nil)
-	require.NoError(t, err)
-	defer w.Close()
+	nonce, w := jobJ(t, ctx, socket, run, a)
 	do(w, "proxy.request", map[string]any{"jobId": "J", "requestId": "r1", "nonce": nonce, "tool": "read"})
 	var refused *wire.Error
 	require.ErrorAs(t, w.Call(ctx, "proxy.request", map[string]any{"jobId": "J", "requestId": "r2", "nonce": nonce, "tool": "bash"}, nil), &refused)
@@ -98,6 +92,59 @@ func TestJobsFollowsEveryPage(t *testing.T) {
 	for _, id := range jobs {
 		require.Contains(t, r.out, id)
 	}
+}
+
+// TestShowJobFollowsEveryPage: query.job cuts its requests to the frame, and a job's request ids are its worker's to
+// choose: show job lists every request by following the cursor, not the first page alone, and a request with no
+// result yet says so ("-"), not a position 0 no log has.
+func TestShowJobFollowsEveryPage(t *testing.T) {
+	data, socket := liveDaemonWith(t, broker.Options{MaxFrame: wire.MaxFrameFloor})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run, a := taskW(t, ctx, socket)
+	nonce, w := jobJ(t, ctx, socket, run, a)
+	var ids []string
+	for i := range 12 {
+		id := fmt.Sprintf("%02d-%s", i, strings.Repeat("r", 100))
+		callOK(t, ctx, w, "proxy.request", map[string]any{"jobId": "J", "requestId": id, "nonce": nonce, "tool": "read"})
+		ids = append(ids, id)
+	}
+	var first struct {
+		NextCursor string `json:"nextCursor"`
+	}
+	require.NoError(t, a.Call(ctx, "query.job", map[string]any{"runId": run, "jobId": "J", "limit": 500}, &first))
+	require.NotEmpty(t, first.NextCursor, "the job's requests span pages")
+
+	r := crewctl(t, dialBroker, "show", "job", run, "J", "--data", data, "--socket", socket, "--json")
+	require.Equal(t, exitOK, r.code, r.err)
+	var job jobDetail
+	require.NoError(t, json.Unmarshal([]byte(r.out), &job))
+	var got []string
+	for _, req := range job.Requests {
+		got = append(got, req.RequestID)
+	}
+	require.Equal(t, ids, got)
+	require.Empty(t, job.NextCursor)
+
+	r = crewctl(t, dialBroker, "show", "job", run, "J", "--data", data, "--socket", socket)
+	require.Equal(t, exitOK, r.code, r.err)
+	for _, id := range ids {
+		require.Regexp(t, `(?m)^`+id+`\s+1\s+read\s+admitted\s+-\s+\d+\s+-$`, r.out, "no result yet")
+	}
+}
+
+// jobJ creates job J of task W (taskW) in run with jobGrant and opens its lease (root call-1), and returns its nonce
+// and a client of W's worker, closed when the test ends.
+func jobJ(t *testing.T, ctx context.Context, socket, run string, a *client.Client) (nonce string, w *client.Client) {
+	t.Helper()
+	tok := callOK(t, ctx, a, "credential.issue", map[string]any{"runId": run, "taskId": "W"})["token"].(string)
+	create := map[string]any{"runId": run, "jobId": "J", "taskId": "W", "tools": jobGrant}
+	nonce = callOK(t, ctx, a, "job.create", create)["nonce"].(string)
+	callOK(t, ctx, a, "lease.open", map[string]any{"runId": run, "jobId": "J", "mode": "start", "rootToolCallId": "call-1"})
+	w, err := client.Dial(ctx, socket, client.Hello{RunID: run, TaskID: "W", Token: tok}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { w.Close() })
+	return nonce, w
 }
 
 // jobGrant is the grant of the tests' jobs: one read-only tool.
