@@ -475,6 +475,7 @@ func TestRunsNextPageKeepsTheListing(t *testing.T) {
 // TestShowRunPrintsEveryTask: show run prints every task of the run once, where it printed only those it reached
 // from a task no delegation names: a shadow task whose delegation names a parent the run does not hold, and the
 // shadow tasks of delegations that name each other as parents (an import can record both), were left out, silently.
+// The first is a root in its place in the run's order of tasks; only a cycle, which reaches no root, comes last.
 func TestShowRunPrintsEveryTask(t *testing.T) {
 	data, socket, imported := importedRun(t)
 	imported("W", "task.created", map[string]any{"taskId": "W", "role": "engineer", "agent": "e", "title": "w", "cwd": "/w"})
@@ -482,13 +483,20 @@ func TestShowRunPrintsEveryTask(t *testing.T) {
 		imported(d[1], "delegate.admitted", map[string]any{"taskId": d[0], "subId": d[1], "childDepth": 2,
 			"role": "explorer", "timeoutSec": 100, "cwd": "/w", "title": d[1], "prompt": "p"})
 	}
+	imported("V", "task.created", map[string]any{"taskId": "V", "role": "engineer", "agent": "e", "title": "v", "cwd": "/w"})
 	r := crewctl(t, dialBroker, "show", "run", "P", "--data", data, "--socket", socket)
 	require.Equal(t, exitOK, r.code, r.err)
-	for _, task := range []string{"W", "gc-w", "gc-x", "gc-y", "gc-z"} {
+	for _, task := range []string{"W", "gc-w", "gc-x", "gc-y", "gc-z", "V"} {
 		require.Equal(t, 1, strings.Count(r.out, " "+task+"  "), "task %s once in\n%s", task, r.out)
 	}
 	require.Contains(t, r.out, "├─ W  engineer  queued  depth 1  1 delegation(s)\n│  └─ gc-w  explorer  queued  depth 2\n",
 		"a delegation under its parent")
+	// NB: a task whose parent the run does not hold is a root where the run lists it, before V, which came after it;
+	// only a cycle, which has no root, is cut and printed last.
+	require.True(t, strings.HasSuffix(r.out, "├─ gc-x  explorer  queued  depth 2  delegated by ghost\n"+
+		"├─ V  engineer  queued  depth 1\n"+
+		"└─ gc-y  explorer  queued  depth 2  1 delegation(s)  delegated by gc-z\n"+
+		"   └─ gc-z  explorer  queued  depth 2\n"), r.out)
 }
 
 // TestAdminTokenFileLikeCrewds: the admin token is read, as crewd reads admin.token, only from a file neither group
