@@ -32,6 +32,7 @@ func TestAnExistingSocketDirectoryIsTakenOnlyWhenItIsCrewdsAlone(t *testing.T) {
 		{name: "the group's, 0750", mode: 0o750, group: gid},
 		{name: "the group's, stricter: 0710", mode: 0o710, group: gid},
 		{name: "the group may write", mode: 0o770, group: gid, refusal: "at most mode 0750"},
+		{name: "the group may write and enter", mode: 0o730, group: gid, refusal: "at most mode 0750"},
 		{name: "others may enter, with a group", mode: 0o751, group: gid, refusal: "at most mode 0750"},
 		{name: "others may read, with a group", mode: 0o754, group: gid, refusal: "at most mode 0750"},
 		{name: "the group may enter, without a group", mode: 0o710, refusal: "others may reach the socket"},
@@ -65,6 +66,8 @@ func TestAnExistingSocketDirectoryIsTakenOnlyWhenItIsCrewdsAlone(t *testing.T) {
 				require.NoError(t, err)
 			} else {
 				require.ErrorContains(t, err, tc.refusal)
+				_, err := os.Lstat(filepath.Join(dir, "b.sock"))
+				require.ErrorIs(t, err, os.ErrNotExist, "nothing bound there")
 			}
 			fi, err := os.Stat(dir)
 			require.NoError(t, err)

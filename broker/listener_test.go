@@ -244,61 +244,6 @@ func TestListenSocketGroup(t *testing.T) {
 	require.ErrorContains(t, s2.Listen(), "must have group")
 }
 
-// TestListenSocketGroupDirectoryModes: with a socket group, an existing directory of that group may give the group
-// at most search and read (0750); a group that may write to it (0770, 0730) could replace the socket, and any bit for
-// others lets them reach it: both are refused, never chmod-ed. A stricter one is taken as it is.
-func TestListenSocketGroupDirectoryModes(t *testing.T) {
-	gid := os.Getegid()
-	if gid == 0 {
-		gid = 65534 // root may give its files to any group; others use their own
-	}
-	base := brokertest.SocketDir(t)
-	f := newFixture(t, fixtureOpts{})
-	for _, tc := range []struct {
-		mode    os.FileMode
-		refused bool
-	}{
-		{0o750, false}, {0o710, false}, {0o700, false},
-		{0o770, true}, {0o730, true}, {0o751, true}, {0o754, true},
-	} {
-		t.Run(fmt.Sprintf("%04o", tc.mode), func(t *testing.T) {
-			dir := filepath.Join(base, fmt.Sprintf("g-%o", tc.mode))
-			require.NoError(t, os.Mkdir(dir, 0o700))
-			require.NoError(t, os.Chown(dir, -1, gid))
-			require.NoError(t, os.Chmod(dir, tc.mode))
-			s, err := New(f.eng, f.log, Options{SocketPath: filepath.Join(dir, "b.sock"), ServerKey: make([]byte, 32),
-				SocketGroup: gid})
-			require.NoError(t, err)
-			t.Cleanup(func() { s.Close() })
-			err = s.Listen()
-			fi, serr := os.Stat(dir)
-			require.NoError(t, serr)
-			require.Equal(t, tc.mode, fi.Mode().Perm(), "not chmod-ed")
-			if !tc.refused {
-				require.NoError(t, err)
-				return
-			}
-			require.ErrorContains(t, err, fmt.Sprintf("has mode %04o and group %d", tc.mode, gid))
-		})
-	}
-}
-
-// TestListenRefusesAnotherUsersDirectory: a socket directory of another user is refused whatever its mode: its owner
-// could replace the socket, or read what is written next to it. Only root can give a directory away, so the test
-// needs root.
-func TestListenRefusesAnotherUsersDirectory(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("making a directory of another user needs root")
-	}
-	dir := filepath.Join(brokertest.SocketDir(t), "theirs")
-	require.NoError(t, os.Mkdir(dir, 0o700))
-	require.NoError(t, os.Chown(dir, 65534, -1))
-	s := newServerAt(t, filepath.Join(dir, "b.sock"))
-	require.ErrorContains(t, s.Listen(), "socket directory "+dir+" belongs to another user")
-	_, err := os.Lstat(filepath.Join(dir, "b.sock"))
-	require.ErrorIs(t, err, os.ErrNotExist, "nothing bound there")
-}
-
 func TestAllowedPeer(t *testing.T) {
 	const uid, group = 1000, 2000
 	for _, tc := range []struct {
