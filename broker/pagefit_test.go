@@ -142,6 +142,9 @@ func (pg pager) all(c *client, method string, params map[string]any, key, id str
 		if !more {
 			break
 		}
+		// NB: an empty cursor would start the list again: the loop would never end, and the test fail only
+		// by the package's timeout.
+		require.NotEmpty(t, next, "%s page %d: a nextCursor that names no page", method, pages)
 		cursor = next
 	}
 	require.Greater(t, pages, 1, "%s: the list fits one frame, which tests nothing", method)
@@ -174,7 +177,9 @@ func (pg pager) since(c *client) []float64 {
 		for _, ev := range evs {
 			seqs = append(seqs, ev.(map[string]any)["metadata"].(map[string]any)["seq"].(float64))
 		}
-		since = res["nextSeq"].(float64)
+		next := res["nextSeq"].(float64)
+		require.Greater(t, next, since, "events.since after %v: a nextSeq that moves on by nothing", since)
+		since = next
 		if res["hasMore"] != true {
 			return seqs
 		}
