@@ -110,14 +110,7 @@ func TestStalledPromotionGivesTheLeaseUp(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, holder, "the node that gave its promotion up still holds the lease")
 
-	b := startOn(t, srv, Options{Name: "b", Log: cfg, LeaseTTL: ttl})
-	select {
-	case <-b.Elected():
-	case <-b.Failed():
-		t.Fatalf("b failed: %v", b.Err())
-	case <-time.After(20 * time.Second):
-		t.Fatal("no writer after a promotion was given up")
-	}
+	startWriterOn(t, srv, Options{Name: "b", Log: cfg, LeaseTTL: ttl}) // the other node becomes the writer
 }
 
 // startOn starts a node of o on the in-process server srv, with a
@@ -138,14 +131,21 @@ func startOn(t *testing.T, srv *server.Server, o Options) *Node {
 func startWriterOn(t *testing.T, srv *server.Server, o Options) *Node {
 	t.Helper()
 	w := startOn(t, srv, o)
-	select {
-	case <-w.Elected():
-	case <-w.Failed():
-		t.Fatalf("%s failed: %v", o.Name, w.Err())
-	case <-time.After(20 * time.Second):
-		t.Fatal("no writer")
-	}
+	awaitElected(t, w)
 	return w
+}
+
+// awaitElected waits until n is the writer, and fails the test when n fails first or has not become the writer
+// within 20 s.
+func awaitElected(t *testing.T, n *Node) {
+	t.Helper()
+	select {
+	case <-n.Elected():
+	case <-n.Failed():
+		t.Fatalf("%s failed: %v", n.o.Name, n.Err())
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s did not become the writer", n.o.Name)
+	}
 }
 
 // startWriterWithClient starts a NATS server and a writer named "w" of stream CREWLOG on it (a lease of a second),
