@@ -124,3 +124,43 @@ func (h *heldGroups) Committed(g *commands.GroupReport) {
 }
 
 func (*heldGroups) Snapshotted(uint64, int, time.Time) {}
+
+// A command with a command id goes unanswered three times, no fewer, before the follower answers that no writer
+// answered (docs/cluster.md, "Forwarding, not redirecting"), and its attempts that reached no writer — no node
+// served the commands subject, as while a new writer promotes — do not count: they waited for the writer that comes,
+// and a writer that comes slow to answer still has its three attempts.
+func TestAFollowerSendsAnUnansweredCommandThreeTimesNotCountingThoseNoWriterReceived(t *testing.T) {
+	const notReceived = 3
+	unreceived := make(chan struct{}, notReceived)
+	f, serve := followerOfAFakeWriterNotServing(t, startNATS(t), Options{attemptTimeout: 10 * time.Millisecond,
+		unreceived: func() {
+			select {
+			case unreceived <- struct{}{}:
+			default:
+			}
+		}})
+	answered := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := f.Engine().Submit(ctx, commands.Request{Principal: events.AdminPrincipal(), CommandID: "c1",
+			Actor:   events.Actor{Role: events.RoleAdmin},
+			Command: &commands.RunCreate{RunID: "R", Team: "t", Goal: "g", Cwd: "/w"}})
+		answered <- err
+	}()
+	for range notReceived {
+		select {
+		case <-unreceived:
+		case err := <-answered:
+			t.Fatalf("answered before any writer served: %v", err)
+		}
+	}
+	var asked atomic.Int32
+	serve(func(*nats.Msg) []byte {
+		asked.Add(1)
+		return nil // never answers
+	})
+	err := <-answered
+	require.ErrorIs(t, err, ErrNoWriter)
+	require.Equal(t, int32(3), asked.Load(), "attempts unanswered by the writer that came")
+}
