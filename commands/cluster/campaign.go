@@ -126,6 +126,9 @@ func (n *Node) promote(stopFollow func(), followDone <-chan error) error {
 	// local log, which cannot wait on NATS, and its head moves only once
 	// it is done, so a long backlog would look like a stall.
 	folding.Store(true)
+	if n.o.duringPromotionFold != nil {
+		n.o.duringPromotionFold(ctx)
+	}
 	err := n.eng.CatchUp(ctx)
 	folding.Store(false)
 	if err != nil {

@@ -113,6 +113,23 @@ func TestStalledPromotionGivesTheLeaseUp(t *testing.T) {
 	startWriterOn(t, srv, Options{Name: "b", Log: cfg, LeaseTTL: ttl}) // the other node becomes the writer
 }
 
+// The promotion's watchdog times the copy of the stream, which waits on NATS, and not the engine's fold of what was
+// copied: that is local work, whose head moves only once it is done, so a long backlog would look like a stall and
+// fail over every writer that took the lease behind one (docs/cluster.md: "the engine's fold of what it copied, local
+// work, is not timed"). Here the fold takes three stall bounds, and the node becomes the writer all the same.
+func TestAPromotionIsNotGivenUpWhileItFolds(t *testing.T) {
+	const stall = time.Second
+	w := startWriterOn(t, startNATS(t), Options{Name: "w", Log: natslog.Config{Stream: "CREWLOG", Replicas: 1},
+		LeaseTTL: 2 * time.Second, promoteStall: stall, duringPromotionFold: func(ctx context.Context) {
+			select {
+			case <-time.After(3 * stall):
+			case <-ctx.Done(): // given up: the promotion fails
+			}
+		}})
+	require.NoError(t, w.Err())
+	require.True(t, w.Writer())
+}
+
 // startOn starts a node of o on the in-process server srv, with a
 // connection and a local log of its own, all closed when the test ends.
 func startOn(t *testing.T, srv *server.Server, o Options) *Node {

@@ -96,6 +96,9 @@ type Options struct {
 	beforePromote func(ctx context.Context)
 	// promoteStall, set by tests, replaces promoteStallFor's bound.
 	promoteStall time.Duration
+	// duringPromotionFold, set by tests, runs while a promoting node folds what it copied, before its engine's fold;
+	// ctx ends when the promotion is given up. A test that blocks in it makes the fold as long as a large backlog's.
+	duringPromotionFold func(ctx context.Context)
 	// beforeRenew, set by tests, runs before each renewal of the lease the node holds; ctx ends when the node
 	// stops. A test that blocks in it holds the renewals back, as a paused machine would: the lease expires, and
 	// another node may take it while this one still writes.
