@@ -171,20 +171,38 @@ func TestFollowerWaitsForASlowWritersAnswerToACommandWithoutAnID(t *testing.T) {
 	f := followerOfAFakeWriterReplyingWith(t, startNATS(t), Options{attemptTimeout: time.Nanosecond},
 		func(*nats.Msg) []byte {
 			asked.Add(1)
-			b, err := commands.EncodeReply(commands.Reply{Result: []byte(`{"ok":true}`)}, nil)
-			if err != nil {
-				return nil
-			}
-			return b
+			return acceptedReply(0)
 		})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	rep, err := f.Engine().Submit(ctx, commands.Request{Principal: events.AdminPrincipal(),
-		Actor:   events.Actor{Role: events.RoleAdmin},
-		Command: &commands.RunCreate{RunID: "r", Team: "t", Goal: "g", Cwd: "/w"}})
+	rep, err := submitRunCreateWithin(f, "", 30*time.Second)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"ok":true}`, string(rep.Result))
 	require.Equal(t, int32(1), asked.Load())
+}
+
+// ForwardTimeout bounds a forwarded request only when its caller set no deadline: a caller's own deadline, longer,
+// is the request's (docs/cluster.md: "one without waits as long as the request may (its deadline, else
+// ForwardTimeout, 15 s)"). Here the writer answers a command without a command id after five ForwardTimeouts, well
+// within its caller's deadline, and the caller hears that answer, not that no writer answered.
+func TestFollowerWaitsForAnAnswerUntilItsCallersDeadlineNotForwardTimeout(t *testing.T) {
+	const forwardTimeout = 200 * time.Millisecond
+	f := followerOfAFakeWriterReplyingWith(t, startNATS(t), Options{ForwardTimeout: forwardTimeout},
+		func(*nats.Msg) []byte {
+			time.Sleep(5 * forwardTimeout) // NB: the writer's answer comes after ForwardTimeout, whatever the load
+			return acceptedReply(0)
+		})
+	rep, err := submitRunCreateWithin(f, "", 30*time.Second)
+	require.NoError(t, err, "given up at ForwardTimeout, before the caller's deadline")
+	require.JSONEq(t, `{"ok":true}`, string(rep.Result))
+}
+
+// acceptedReply is a writer's answer accepting a command at position ({"ok":true}), encoded; nil, no answer, if it does
+// not encode.
+func acceptedReply(position uint64) []byte {
+	b, err := commands.EncodeReply(commands.Reply{Position: position, Result: []byte(`{"ok":true}`)}, nil)
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // followerOfAFakeWriter starts a follower whose writer is the test's: it
@@ -254,7 +272,12 @@ func followerOfAFakeWriterNotServing(t *testing.T, srv *server.Server, o Options
 
 // submitRunCreate submits a run.create through f's engine, bounded by 2 s.
 func submitRunCreate(f *Node, commandID string) (commands.Reply, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	return submitRunCreateWithin(f, commandID, 2*time.Second)
+}
+
+// submitRunCreateWithin submits a run.create through f's engine, bounded by d.
+func submitRunCreateWithin(f *Node, commandID string, d time.Duration) (commands.Reply, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	return f.Engine().Submit(ctx, commands.Request{Principal: events.AdminPrincipal(), CommandID: commandID,
 		Actor:   events.Actor{Role: events.RoleAdmin},
