@@ -195,6 +195,36 @@ func TestFollowerWaitsForAnAnswerUntilItsCallersDeadlineNotForwardTimeout(t *tes
 	require.JSONEq(t, `{"ok":true}`, string(rep.Result))
 }
 
+// A writer of the build before sends no Crewlog-Decided-On header, and its answer waits for the command's events
+// alone (docs/cluster.md, "Forwarding, not redirecting"): the follower answers once its copy holds the position the
+// answer names, so that its client reads its own write there. Here the answer names a position the follower's copy
+// never holds, and the follower waits for it until its caller gives up.
+func TestFollowerAnswersAWriterWithoutDecidedOnOnceItsCopyHoldsTheEvents(t *testing.T) {
+	const position = 5
+	waitsFor := make(chan uint64, 1)
+	f := followerOfAFakeWriterReplyingWith(t, startNATS(t), Options{beforeCopyWait: func(pos uint64) { waitsFor <- pos }},
+		func(*nats.Msg) []byte {
+			return acceptedReply(position)
+		})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	answered := make(chan error, 1)
+	go func() {
+		_, err := f.Engine().Submit(ctx, commands.Request{Principal: events.AdminPrincipal(),
+			Actor:   events.Actor{Role: events.RoleAdmin},
+			Command: &commands.RunCreate{RunID: "r", Team: "t", Goal: "g", Cwd: "/w"}})
+		answered <- err
+	}()
+	select {
+	case pos := <-waitsFor:
+		require.Equal(t, uint64(position), pos)
+	case err := <-answered:
+		t.Fatalf("answered before its copy held the command's events: %v", err)
+	}
+	cancel()
+	require.ErrorIs(t, <-answered, ErrNoWriter, "the events were not copied here")
+}
+
 // acceptedReply is a writer's answer accepting a command at position ({"ok":true}), encoded; nil, no answer, if it does
 // not encode.
 func acceptedReply(position uint64) []byte {
