@@ -50,7 +50,7 @@ func TestNothingIsRecordedForACredentialAfterItsRevocation(t *testing.T) {
 	o := f.dial()
 	o.hello(runR, events.OrchestratorKey, s.orch)
 	o.ok("credential.revoke", map[string]any{"taskId": taskP})
-	wg.Wait()
+	awaitGroup(t, &wg, "end of the senders once the credential was revoked")
 	close(codes)
 	for code := range codes {
 		// NB: "" is a connection closed by the revocation's frame before an answer was read.
@@ -101,7 +101,7 @@ func TestConcurrentIssuesOfOneTaskEachAnswerTheirToken(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	awaitGroup(t, &wg, "end of the orchestrators' issues")
 	close(errs)
 	refused, first := 0, ""
 	for e := range errs {

@@ -220,7 +220,7 @@ func TestNoWaitAnswerDecidedAfterTheCredentialEndedAheadOfTheFeed(t *testing.T) 
 	entered, release := f.holdFeed()
 
 	o.ok("credential.revoke", map[string]any{"taskId": taskP})
-	<-entered // the feed has seen the revocation, and ended nothing yet
+	recv(t, entered, "stop of the feed at the revocation") // the feed has seen the revocation, and ended nothing yet
 	o.ok("task.transition", map[string]any{"taskId": taskQ, "to": "completed"})
 
 	fr := w.nextFrame()
@@ -252,7 +252,7 @@ func TestARequestAheadOfTheFeedIsRefusedOnceItsCredentialEnded(t *testing.T) {
 				f, _, o, w := endingRun(t)
 				entered, release := f.holdFeed()
 				tc.end(o)
-				<-entered // the end is published; the feed has ended nothing yet
+				recv(t, entered, "stop of the feed at the end") // the end is published; the feed has ended nothing yet
 				head := f.eng.Head()
 
 				r := w.call(method, params)

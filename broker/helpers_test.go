@@ -32,8 +32,35 @@ import (
 // testAdminToken is the admin secret of every test server.
 const testAdminToken = "admin-secret-for-tests"
 
-// guard bounds how long a test waits for a frame before failing: a failure guard, never a synchronisation.
+// guard bounds how long a test waits for a frame, a signal or a goroutine before failing: a failure guard, never a
+// synchronisation.
 const guard = 10 * time.Second
+
+// recv is the next value on ch, failing the test, naming what it awaited, if none comes within guard: a hang is then
+// a failure that says what never came, not the package's timeout.
+func recv[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(guard):
+		require.FailNow(t, fmt.Sprintf("no %s within %s", what, guard))
+		var zero T
+		return zero
+	}
+}
+
+// awaitGroup waits for wg, failing the test, naming what it awaited, if it is not done within guard (its goroutines
+// are then left running: the test has failed).
+func awaitGroup(t testing.TB, wg *sync.WaitGroup, what string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	recv(t, done, what)
+}
 
 // fixture is an engine on an in-memory log and a broker serving it on a real unix socket in t.TempDir().
 type fixture struct {
@@ -161,8 +188,10 @@ func (f *fixture) close() {
 		return
 	}
 	require.Zero(f.t, f.panics.Load(), "the server recovered from a panic")
-	require.NoError(f.t, f.srv.Close())
-	require.NoError(f.t, <-f.errc)
+	closed := make(chan error, 1)
+	go func() { closed <- f.srv.Close() }()
+	require.NoError(f.t, recv(f.t, closed, "return from the server's Close"))
+	require.NoError(f.t, recv(f.t, f.errc, "return from Serve once the server closed"))
 	f.eng.Close()
 	f.log.Close()
 	f.srv = nil
@@ -345,7 +374,7 @@ func (f *fixture) awaitRunConns(runID string, n int) {
 		f.srv.mu.Lock()
 		defer f.srv.mu.Unlock()
 		return len(f.srv.byRun[runID]) == n
-	}, 10*time.Second, time.Millisecond, "connections of run %s", runID)
+	}, guard, time.Millisecond, "connections of run %s", runID)
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
@@ -377,7 +406,7 @@ func (f *fixture) streamUsageOn(tb testing.TB, runID, taskID string, n int) time
 			}
 		}()
 	}
-	wg.Wait()
+	awaitGroup(tb, &wg, "end of the usage submitters")
 	return time.Since(start)
 }
 

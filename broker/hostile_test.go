@@ -105,7 +105,7 @@ func TestMessageFloodHitsRunQuota(t *testing.T) {
 	go func() { defer wg.Done(); small = flood(flooder, 500, "spam") }()
 	go func() { defer wg.Done(); large = flood(big, 40, strings.Repeat("x", 100_000)) }()
 	go func() { defer wg.Done(); fair = flood(honest, 40, "progress") }()
-	wg.Wait()
+	awaitGroup(t, &wg, "end of the three floods")
 
 	require.NoError(t, small.err, "refusals are frames, the connection stays")
 	require.Equal(t, 50, small.ok)
@@ -194,7 +194,7 @@ func TestLongDelegationsCannotStarveAnotherRun(t *testing.T) {
 		}
 	}()
 	got := waiter.ok("delegate.request", map[string]any{"prompt": "mine"})
-	wg.Wait()
+	awaitGroup(t, &wg, "end of the hog's requests")
 	require.NoError(t, hogErr)
 	require.Empty(t, granted, "A never exceeds its share while B waits")
 	require.Equal(t, true, got["ok"])

@@ -84,7 +84,7 @@ func TestStalledLinesStayWithinTheInboundBudget(t *testing.T) {
 	for _, c := range hostile {
 		c.nc.Close()
 	}
-	writes.Wait()
+	awaitGroup(t, &writes, "end of the hostile lines' writes")
 	require.Eventually(t, func() bool { return f.srv.inBudget.inUse() == 0 }, guard, time.Millisecond,
 		"every byte is given back once")
 	require.LessOrEqual(t, peak.Load(), int64(budget))
@@ -153,7 +153,7 @@ func TestInboundShareGivesBackOnce(t *testing.T) {
 			close(done)
 			sh.close()
 		}()
-		wg.Wait()
+		awaitGroup(t, &wg, "end of the taker and the closer")
 		require.Zero(t, b.inUse())
 	}
 }

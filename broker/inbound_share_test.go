@@ -101,7 +101,7 @@ func TestOneRunCannotHoldTheInboundBudget(t *testing.T) {
 	// NB: the server's close, which ends every reader's wait and gives back every byte at once.
 	srv := f.srv
 	f.close()
-	writes.Wait()
+	awaitGroup(t, &writes, "end of the stalled lines' writes")
 	require.Zero(t, srv.inBudget.inUse(), "every byte is given back once")
 }
 
@@ -186,7 +186,7 @@ func TestInboundSharesPerCredentialAndRun(t *testing.T) {
 
 	srv := f.srv
 	f.close()
-	writes.Wait()
+	awaitGroup(t, &writes, "end of the stalled lines' writes")
 	require.Zero(t, srv.inBudget.inUse())
 	require.Zero(t, run.inUse())
 	for k, b := range cred {
@@ -232,7 +232,7 @@ func TestInboundSharesGiveBackOnceToEachBudget(t *testing.T) {
 				sh.close()
 			}()
 		}
-		wg.Wait()
+		awaitGroup(t, &wg, "end of the takers and the closers")
 		require.Zero(t, global.inUse(), "round %d: the daemon's budget", i)
 		require.Zero(t, cred.inUse(), "round %d: the credential's", i)
 		require.Zero(t, run.inUse(), "round %d: the run's", i)
@@ -359,7 +359,7 @@ func TestLinesBeforeHelloCannotHoldTheInboundBudget(t *testing.T) {
 
 	srv := f.srv
 	f.close()
-	writes.Wait()
+	awaitGroup(t, &writes, "end of the stalled lines' writes")
 	require.Zero(t, srv.inBudget.inUse(), "every byte is given back once")
 	require.Zero(t, srv.helloIn.inUse(), "every byte is given back once")
 }

@@ -99,7 +99,7 @@ func TestOneReleaseServesOneOfManyWaitingReaders(t *testing.T) {
 		global.release(1)
 		require.Eventually(t, func() bool { return took.Load() == i }, guard, time.Millisecond)
 	}
-	wg.Wait()
+	awaitGroup(t, &wg, "end of the readers' takes")
 	require.Zero(t, waiters(global))
 	require.Equal(t, int64(readers), global.inUse(), "each took one byte of it, the line the rest")
 	for i, share := range shares {
@@ -134,7 +134,7 @@ func TestNoReaderWaitingForRoomIsLost(t *testing.T) {
 			releaseAll(bs, n)
 		}()
 	}
-	wg.Wait()
+	awaitGroup(t, &wg, "end of the takers")
 	require.Equal(t, int32(200), took.Load()+refused.Load())
 	require.Positive(t, took.Load())
 	for _, b := range append([]*inboundBudget{global, run}, creds...) {

@@ -136,7 +136,7 @@ func TestASubscriptionOpenedAsItsCredentialEndsStreamsNothing(t *testing.T) {
 			f.awaitServing(taskP, true) // checked, and waiting for a read turn
 			entered, releaseFeed := f.holdFeed()
 			tc.end(o)
-			<-entered // the feed has seen the end, and ended nothing yet
+			recv(t, entered, "stop of the feed at the end") // the feed has seen the end, and ended nothing yet
 			o.ok("msg.send", map[string]any{"to": taskP, "body": "after the end"})
 			release()
 

@@ -17,7 +17,7 @@ func TestAReopenedRunKeepsNoConnectionItsEndEnded(t *testing.T) {
 	f, s, o, w := endingRun(t)
 	entered, release := f.holdFeed()
 	o.ok("run.transition", map[string]any{"to": "completed"})
-	<-entered // the feed has seen the end, and ended nothing yet
+	recv(t, entered, "stop of the feed at the run's end") // the feed has seen the end, and ended nothing yet
 	o.ok("run.transition", map[string]any{"to": "running"})
 	release()
 
@@ -42,7 +42,7 @@ func TestAReopenedRunRefusesItsEndedWorkersBeforeTheFeedEndsThem(t *testing.T) {
 	entered, release := f.holdFeed()
 	defer release()
 	o.ok("run.transition", map[string]any{"to": "completed"})
-	<-entered // the feed has seen the end, and ended nothing yet
+	recv(t, entered, "stop of the feed at the run's end") // the feed has seen the end, and ended nothing yet
 	o.ok("run.transition", map[string]any{"to": "running"})
 	before, _ := f.log.Head()
 
@@ -86,7 +86,8 @@ func TestAReopenedRunRefusesACommandItsEndOvertook(t *testing.T) {
 	w.hello(runR, taskP, s.p)
 	g.armed.Store(true)
 	w.sendLine(`{"id":"send","method":"msg.send","params":{"to":"parent","body":"checked before the end"}}`)
-	<-g.entered // the broker has checked the worker's credential; the engine has not decided its command
+	// the broker has checked the worker's credential; the engine has not decided its command
+	recv(t, g.entered, "check of the store's space for the worker's command")
 	o.ok("run.transition", map[string]any{"to": "completed"})
 	o.ok("run.transition", map[string]any{"to": "running"})
 	before, _ := f.log.Head()

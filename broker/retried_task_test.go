@@ -27,7 +27,7 @@ func TestARetryEndsThePreviousAttemptsConnections(t *testing.T) {
 			if tc.aheadOfTheFeed {
 				entered, release := f.holdFeed()
 				o.ok("task.transition", map[string]any{"taskId": taskP, "to": "failed", "error": "crashed"})
-				<-entered // the feed has seen the end, and ended nothing yet
+				recv(t, entered, "stop of the feed at the task's failure") // the feed has seen the end, and ended nothing yet
 				o.ok("task.transition", map[string]any{"taskId": taskP, "to": "queued", "reason": "retry"})
 
 				r := w.call("msg.send", map[string]any{"to": "parent", "body": "from the ended attempt"})

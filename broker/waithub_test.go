@@ -35,7 +35,7 @@ func TestWaitWakesOnlyForItsTask(t *testing.T) {
 		submit(&commands.TaskUsage{RunID: "R2", TaskID: "T2", Input: 1, Output: 1})
 	}
 	submit(&commands.TaskTransition{RunID: runR, TaskID: taskP, To: "completed"})
-	<-changed
+	recv(t, changed, "wake of P's waiters by its transition")
 	st, _, _ = hub.current(runR, taskP)
 	require.Equal(t, projections.TaskCompleted, st)
 	require.Equal(t, int64(1), hub.woken.Load(), "only P's own transition woke P's waiters")
