@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/json"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -179,11 +180,12 @@ func TestTheHelloAnswerIsAConnectionsFirstFrame(t *testing.T) {
 type bindHold struct {
 	armed         atomic.Bool
 	bound, resume chan struct{}
+	released      sync.Once
 }
 
-// holdBinds installs a bindHold on f's server.
+// holdBinds installs a bindHold on f's server, released at the latest as the test ends.
 func holdBinds(f *fixture) *bindHold {
-	h := newBindHold()
+	h := newBindHold(f)
 	f.srv.onBound = h.hold
 	return h
 }
@@ -191,19 +193,26 @@ func holdBinds(f *fixture) *bindHold {
 // holdPaced installs on f's server a bindHold that holds the armed hello once its pace let it in, before its bind
 // (onPaced), rather than once bound.
 func holdPaced(f *fixture) *bindHold {
-	h := newBindHold()
+	h := newBindHold(f)
 	f.srv.onPaced = h.hold
 	return h
 }
 
-func newBindHold() *bindHold {
-	return &bindHold{bound: make(chan struct{}), resume: make(chan struct{})}
+// newBindHold is a bindHold released as f's test ends (before the fixture's close, which waits for the held
+// hello's connection), so that a test that fails while a hello is held does not leave the server waiting on it.
+func newBindHold(f *fixture) *bindHold {
+	h := &bindHold{bound: make(chan struct{}), resume: make(chan struct{})}
+	f.t.Cleanup(h.release)
+	return h
 }
 
 // hold holds the calling hello, if armed, until release.
 func (h *bindHold) hold() {
 	if h.armed.CompareAndSwap(true, false) {
-		h.bound <- struct{}{}
+		select {
+		case h.bound <- struct{}{}:
+		case <-h.resume: // released before the test awaited the hold
+		}
 		<-h.resume
 	}
 }
@@ -222,7 +231,7 @@ func (h *bindHold) awaitBound(t *testing.T) {
 }
 
 // release lets the held hello go on.
-func (h *bindHold) release() { close(h.resume) }
+func (h *bindHold) release() { h.released.Do(func() { close(h.resume) }) }
 
 // mailPThroughTheFeed sends task P a message through the orchestrator's connection o and returns once the feed has
 // decided its push: the feed pushes in log order, so once o is pushed the later message worker connection q sends

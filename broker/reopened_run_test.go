@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -53,11 +54,12 @@ func TestAReopenedRunRefusesItsEndedWorkersBeforeTheFeedEndsThem(t *testing.T) {
 }
 
 // heldSpace is the engine's free-space check, asked on the submitting goroutine before a command is queued: armed,
-// the first check waits, with entered closed, until release is closed; the others pass.
+// the first check waits, with entered closed, until it is released (release); the others pass.
 type heldSpace struct {
 	armed    atomic.Bool
 	entered  chan struct{}
 	released chan struct{}
+	once     sync.Once
 }
 
 func newHeldSpace() *heldSpace {
@@ -72,6 +74,9 @@ func (g *heldSpace) CheckSpace() error {
 	return nil
 }
 
+// release lets the held check go on; a second call does nothing.
+func (g *heldSpace) release() { g.once.Do(func() { close(g.released) }) }
+
 // TestAReopenedRunRefusesACommandItsEndOvertook: a worker's command that passed the broker's check of its
 // credential before the run ended, and reaches the writer after the run was reopened, is not decided: the writer
 // checks the run's last end against the position the connection was bound at (commands.Credential.Since), as the
@@ -80,6 +85,7 @@ func (g *heldSpace) CheckSpace() error {
 func TestAReopenedRunRefusesACommandItsEndOvertook(t *testing.T) {
 	g := newHeldSpace()
 	f := newFixture(t, fixtureOpts{space: g})
+	t.Cleanup(g.release) // NB: after the fixture's, so that it runs before the fixture's close, which waits for the check
 	s := f.seed()
 	o := f.dialOrchestrator(s)
 	w := f.dial()
@@ -91,7 +97,7 @@ func TestAReopenedRunRefusesACommandItsEndOvertook(t *testing.T) {
 	o.ok("run.transition", map[string]any{"to": "completed"})
 	o.ok("run.transition", map[string]any{"to": "running"})
 	before, _ := f.log.Head()
-	close(g.released)
+	g.release()
 
 	r := w.answerOf("send")
 	require.NotNil(t, r.Error, "the ended worker's command was answered %s", r.Result)
