@@ -5,6 +5,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -105,10 +106,11 @@ func awaitUnread(t *testing.T, nc *net.UnixConn) {
 	rc, err := nc.SyscallConn()
 	require.NoError(t, err)
 	var peekErr error
+	require.NoError(t, nc.SetReadDeadline(time.Now().Add(guard))) // the raw read waits no longer than a read would
 	require.NoError(t, rc.Read(func(fd uintptr) bool {
 		var b [1]byte
 		_, _, peekErr = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK)
 		return peekErr != syscall.EAGAIN
-	}))
+	}), "no bytes to read within %s", guard)
 	require.NoError(t, peekErr)
 }
