@@ -410,6 +410,19 @@ func (f *fixture) streamUsageOn(tb testing.TB, runID, taskID string, n int) time
 	return time.Since(start)
 }
 
+// cursorsSeen is the cursors a test's list reader followed: a nextCursor that is empty starts the list again, and
+// one seen before reads its pages again, so a reader following either would never end and the test fail only by
+// the package's timeout; follow fails it at once instead.
+type cursorsSeen map[string]bool
+
+// follow requires next, the cursor the page just read of list handed on, to name a page not read yet.
+func (seen cursorsSeen) follow(t testing.TB, next, list string) {
+	t.Helper()
+	require.NotEmpty(t, next, "%s: a nextCursor that names no page", list)
+	require.False(t, seen[next], "%s: a nextCursor that names a page read already: %.60q", list, next)
+	seen[next] = true
+}
+
 // wideOpen are options whose per-principal limits let one credential hold thousands of connections, waits and
 // subscriptions: for tests that measure what many clients cost, not the limits themselves.
 func wideOpen() Options {

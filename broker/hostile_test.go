@@ -134,7 +134,11 @@ func TestMessageFloodHitsRunQuota(t *testing.T) {
 					recorded = append(recorded, e["data"].(map[string]any))
 				}
 			}
-			since, more = page["nextSeq"].(float64), page["hasMore"] == true
+			next := page["nextSeq"].(float64)
+			if more = page["hasMore"] == true; more {
+				require.Greater(t, next, since, "events.since after %v: more, at a nextSeq that moves on by nothing", since)
+			}
+			since = next
 		}
 		require.Len(t, recorded, 1, run)
 		require.Equal(t, quota, recorded[0]["quota"])

@@ -384,6 +384,7 @@ func TestImportCheckpointsKeepAView(t *testing.T) {
 
 	var listed []events.ImportCheckpoint
 	params := map[string]any{"source": "picrew", "limit": 7}
+	seen := cursorsSeen{}
 	for {
 		var pg struct {
 			Checkpoints []events.ImportCheckpoint `json:"checkpoints"`
@@ -396,6 +397,7 @@ func TestImportCheckpointsKeepAView(t *testing.T) {
 		if pg.NextCursor == "" {
 			break
 		}
+		seen.follow(t, pg.NextCursor, methodImportCheckpoints)
 		params["cursor"] = pg.NextCursor
 	}
 	require.Len(t, listed, 300)

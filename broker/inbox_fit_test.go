@@ -124,7 +124,7 @@ func TestAMessageTheEngineRefusesIsLeftToIt(t *testing.T) {
 func inboxBodies(c *client) []string {
 	c.t.Helper()
 	var bodies []string
-	params := map[string]any{}
+	params, seen := map[string]any{}, cursorsSeen{}
 	for {
 		res := c.ok("msg.inbox", params)
 		for _, m := range res["messages"].([]any) {
@@ -134,6 +134,7 @@ func inboxBodies(c *client) []string {
 		if next == "" {
 			return bodies
 		}
+		seen.follow(c.t, next, "msg.inbox")
 		params["cursor"] = next
 	}
 }
@@ -199,6 +200,7 @@ func TestTheWidestMessageSentIsRead(t *testing.T) {
 func widestIDPages(c *client, method string, params map[string]any) []map[string]any {
 	c.t.Helper()
 	var out []map[string]any
+	seen := cursorsSeen{}
 	for {
 		c.idPrefix = strings.Repeat("x", readerIDLen-len(fmt.Sprintf("c%d", c.n+1)))
 		res := c.ok(method, params)
@@ -210,6 +212,7 @@ func widestIDPages(c *client, method string, params map[string]any) []map[string
 			c.idPrefix = ""
 			return out
 		}
+		seen.follow(c.t, next, method)
 		params["cursor"] = next
 	}
 }

@@ -40,10 +40,12 @@ func TestEventsSinceLargeEventsKeepTheirData(t *testing.T) {
 				bodies++
 			}
 		}
-		since = res["nextSeq"].(float64)
 		if res["hasMore"] != true {
 			break
 		}
+		next := res["nextSeq"].(float64)
+		require.Greater(t, next, since, "events.since after %v: more, at a nextSeq that moves on by nothing", since)
+		since = next
 	}
 	require.Equal(t, n, bodies)
 	require.GreaterOrEqual(t, pages, n/2, "two 100 KB events per 256 KB page")
@@ -95,7 +97,7 @@ func TestTwoThousandDelegationsReadableByPages(t *testing.T) {
 
 	readAll := func(method, key, id string, minPages int) []string {
 		var ids []string
-		cursor, pages := "", 0
+		cursor, pages, seen := "", 0, cursorsSeen{}
 		for {
 			params := map[string]any{"limit": 1000}
 			if cursor != "" {
@@ -112,6 +114,7 @@ func TestTwoThousandDelegationsReadableByPages(t *testing.T) {
 				return ids
 			}
 			cursor = res["nextCursor"].(string)
+			seen.follow(t, cursor, method)
 		}
 	}
 	require.Equal(t, want, readAll("query.delegations", "delegations", "subId", 3))
@@ -176,7 +179,7 @@ type historyPage struct {
 // onPage, when not nil, sees each page but the last (after its entries are counted) with its answer's bytes.
 func (c *client) readLedgerHistory(total int, onPage func(raw []byte, h historyPage)) (reserved, charged []string, pages int) {
 	c.t.Helper()
-	cursor := ""
+	cursor, seen := "", cursorsSeen{}
 	for {
 		params := map[string]any{"taskId": taskP, "limit": 1000}
 		if cursor != "" {
@@ -200,6 +203,7 @@ func (c *client) readLedgerHistory(total int, onPage func(raw []byte, h historyP
 		if onPage != nil {
 			onPage(r.Result, h)
 		}
+		seen.follow(c.t, h.NextCursor, "query.ledger")
 		cursor = h.NextCursor
 	}
 }

@@ -144,6 +144,7 @@ func TestADependsOnLargerThanAFrameIsReadPageByPage(t *testing.T) {
 func dependsOnPages(t *testing.T, c *client, taskID string, frame int) []string {
 	t.Helper()
 	var got []string
+	seen := cursorsSeen{}
 	for cursor, pages := "", 0; ; pages++ {
 		req := map[string]any{"taskId": taskID, "limit": 1000}
 		if cursor != "" {
@@ -168,6 +169,7 @@ func dependsOnPages(t *testing.T, c *client, taskID string, frame int) []string 
 			require.Equal(t, len(got), res.Total)
 			return got
 		}
+		seen.follow(t, res.NextCursor, "query.tasks")
 		cursor = res.NextCursor
 	}
 }

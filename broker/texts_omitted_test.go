@@ -241,6 +241,7 @@ func largeThenSmall(t *testing.T, c *client, method, key string) (large, small m
 func everyItem(t *testing.T, c *client, method string, params map[string]any, key string) []map[string]any {
 	t.Helper()
 	var out []map[string]any
+	seen := cursorsSeen{}
 	for cursor := ""; ; {
 		req := map[string]any{"limit": 1}
 		for k, v := range params {
@@ -257,6 +258,7 @@ func everyItem(t *testing.T, c *client, method string, params map[string]any, ke
 		if !more {
 			return out
 		}
+		seen.follow(t, next, method)
 		cursor = next
 	}
 }
