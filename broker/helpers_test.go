@@ -36,30 +36,16 @@ const testAdminToken = "admin-secret-for-tests"
 // synchronisation.
 const guard = 10 * time.Second
 
-// recv is the next value on ch, failing the test, naming what it awaited, if none comes within guard: a hang is then
-// a failure that says what never came, not the package's timeout.
+// recv is the next value on ch, failing the test, naming what it awaited, if none comes within guard.
 func recv[T any](t testing.TB, ch <-chan T, what string) T {
 	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(guard):
-		require.FailNow(t, fmt.Sprintf("no %s within %s", what, guard))
-		var zero T
-		return zero
-	}
+	return brokertest.Recv(t, ch, guard, what)
 }
 
-// awaitGroup waits for wg, failing the test, naming what it awaited, if it is not done within guard (its goroutines
-// are then left running: the test has failed).
+// awaitGroup waits for wg, failing the test, naming what it awaited, if it is not done within guard.
 func awaitGroup(t testing.TB, wg *sync.WaitGroup, what string) {
 	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-	recv(t, done, what)
+	brokertest.AwaitGroup(t, wg, guard, what)
 }
 
 // fixture is an engine on an in-memory log and a broker serving it on a real unix socket in t.TempDir().

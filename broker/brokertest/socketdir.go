@@ -1,4 +1,5 @@
-// Package brokertest holds what the tests of packages that serve or reach a broker socket share.
+// Package brokertest holds what the tests of packages that serve or reach a broker socket, or its HTTP API, share:
+// a socket directory of a short path, and waits bounded so that a hang fails naming what it waited for.
 package brokertest
 
 import (
