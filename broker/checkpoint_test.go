@@ -132,7 +132,7 @@ func TestAdminCheckpointOfADirMadeMeanwhileIsRefusedAsExisting(t *testing.T) {
 				return eventlog.FreeSpace(p)
 			})
 			e := a.fails(methodAdminCheckpoint, map[string]any{"dir": dir}, wire.CodeBadParams)
-			require.NoError(t, <-made)
+			require.NoError(t, recv(t, made, "making of the directory in the free-space check"))
 			require.Contains(t, e.Message, "exists; name a new directory")
 			entries, err := os.ReadDir(filepath.Dir(dir))
 			require.NoError(t, err)

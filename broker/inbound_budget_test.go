@@ -29,7 +29,7 @@ func TestStalledLinesStayWithinTheInboundBudget(t *testing.T) {
 	s := f.seed()
 	var peak atomic.Int64
 	stop, sampled, in := make(chan struct{}), make(chan struct{}), &f.srv.inBudget
-	t.Cleanup(func() { close(stop); <-sampled })
+	t.Cleanup(func() { close(stop); recv(t, sampled, "end of the budget's sampler") })
 	go func() {
 		defer close(sampled)
 		for {

@@ -255,7 +255,7 @@ func TestAReaderThatLeavesABudgetDuringATakeHoldsNothingOfIt(t *testing.T) {
 	}, guard, time.Millisecond, "the Take does not wait for the credential's room")
 	sh.leave(cred)
 	cred.release(100) // the other reader's line ends: its room is counted for the Take
-	require.True(t, <-took)
+	require.True(t, recv(t, took, "return from the Take"))
 	require.Zero(t, cred.inUse(), "the budget the reader left holds its chunk")
 	require.Equal(t, int64(50), global.inUse())
 	sh.Release(50)

@@ -346,7 +346,7 @@ func TestReadTurnsPerCredential(t *testing.T) {
 	}()
 	awaitReads(t, f.srv, workerKey(taskP), 1, 1)
 	closeP2()
-	require.False(t, <-waiting, "P's second read waits for P's turn, and gives up when its connection closes")
+	require.False(t, recv(t, waiting, "end of P's second read's wait for a turn"), "P's second read waits for P's turn, and gives up when its connection closes")
 	end()
 	p3, _ := mk(events.RoleWorker, taskP)
 	end, ok = p3.readTurn()

@@ -162,7 +162,7 @@ func TestOutboundAnswerIsRenderedOnlyWithRoom(t *testing.T) {
 			}
 			frames, _, _, _ := q.take(nil, nil)
 			q.written(len(frames[0]))
-			require.True(t, <-room, "the writer's write makes room")
+			require.True(t, recv(t, room, "return from the wait for room"), "the writer's write makes room")
 
 			require.True(t, q.tryPush(frameOf(80)))
 			require.True(t, q.pushResponse(frameOf(90)), "an answer goes in beyond the bounds")
@@ -172,7 +172,7 @@ func TestOutboundAnswerIsRenderedOnlyWithRoom(t *testing.T) {
 			done := make(chan struct{})
 			go func() { room <- q.awaitRoom(done) }()
 			close(done)
-			require.False(t, <-room, "a closing connection ends the wait")
+			require.False(t, recv(t, room, "return from the wait for room"), "a closing connection ends the wait")
 			q.close()
 			require.Zero(t, global.used.Load()+cred.used.Load(), "closed connections hold nothing")
 			require.False(t, q.pushResponse(frameOf(10)), "a closed connection takes no answer")

@@ -73,7 +73,7 @@ func TestThePeerCheckReadsTheSupplementaryGroups(t *testing.T) {
 					require.NoError(t, err, "%s", &out)
 				case <-time.After(guard):
 					_ = cmd.Process.Kill()
-					<-ended
+					recv(t, ended, "end of the killed probe")
 					require.Fail(t, "the broker kept the connection of a peer outside the socket group", "%s", &out)
 				}
 				require.Contains(t, out.String(), "probe: closed after 0 bytes")

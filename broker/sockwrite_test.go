@@ -43,8 +43,9 @@ func TestSocketWriterLeavesNoDeadlineBehind(t *testing.T) {
 		}
 		wrote <- err
 	}()
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(guard)))
 	_, rerr := io.ReadFull(c, make([]byte, len(big)))
-	require.NoError(t, <-wrote, "the client read all of it, but more slowly than the write's timeout")
+	require.NoError(t, recv(t, wrote, "return from the write"), "the client read all of it, but more slowly than the write's timeout")
 	require.NoError(t, rerr)
 
 	time.Sleep(timeout + 100*time.Millisecond) // past the deadline the long write armed: the point of the test
