@@ -925,7 +925,7 @@ func TestRebuildsBoundedPerPrincipal(t *testing.T) {
 	done()
 	done() // a turn is given back once
 	for i := 0; i < maxRebuildsPerPrincipal; i++ {
-		require.NoError(t, <-waiting)
+		require.NoError(t, recv(t, waiting, "turn of a queued rebuild"))
 	}
 	require.Zero(t, c.rebuilds.Keys(), "no rebuild in progress: no principal's count is kept")
 	require.Equal(t, []int{0, 0}, slotLoad(c.slot), "the rebuild slot is free")
@@ -999,7 +999,7 @@ func TestRebuildsRefusalSaysWhenToTryAgain(t *testing.T) {
 			}
 			done()
 			for i := 1; i < maxRebuildsPerPrincipal+tc.others; i++ {
-				require.NoError(t, <-waiting)
+				require.NoError(t, recv(t, waiting, "turn of a queued rebuild"))
 			}
 			require.Zero(t, c.queued.Load(), "no rebuild in progress or waiting")
 		})

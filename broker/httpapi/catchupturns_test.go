@@ -47,7 +47,7 @@ func TestACredentialsStreamsCatchUpOneReadAtATime(t *testing.T) {
 	// settled waits until n of the token's streams are reading the log or waiting for their turn to.
 	settled := func(n int) {
 		t.Helper()
-		guard := time.After(time.Minute) // a guard against a hang, not a timing
+		hang := time.After(guard)
 		for {
 			turnsChanged := f.srv.catchUps.Changed()
 			mu.Lock()
@@ -59,7 +59,7 @@ func TestACredentialsStreamsCatchUpOneReadAtATime(t *testing.T) {
 			select {
 			case <-readChanged:
 			case <-turnsChanged:
-			case <-guard:
+			case <-hang:
 				t.Fatalf("%d of the token's streams are not reading the log nor waiting to", n)
 			}
 		}
@@ -119,7 +119,7 @@ func TestAStreamWaitingToCatchUpEndsWhenTheServerCloses(t *testing.T) {
 	go func() { closed <- f.srv.Close() }()
 	ends(t, frames)
 	awaitTurns(t, f.srv.catchUps, ro, 1, 0)
-	require.NoError(t, <-closed)
+	require.NoError(t, recv(t, closed, "return from Close"))
 }
 
 // TestACatchUpTurnIsGivenBackWhenItsReadPanics: the server recovers a handler that panics and serves on, so a catch-up

@@ -125,7 +125,7 @@ func requireRefusedAsItStops(t *testing.T, f *fixture, answered <-chan stopAnswe
 	require.NoError(t, f.srv.Close())
 	// NB: a bound, not a timing: without the wait's end, Close waited out its grace.
 	require.Less(t, time.Since(start), 5*time.Second, waited)
-	a := <-answered
+	a := recv(t, answered, "answer to the request sent as the server stopped")
 	require.NoError(t, a.err)
 	require.Equal(t, http.StatusServiceUnavailable, a.status)
 	require.Equal(t, codeUnavailable, a.code)

@@ -50,8 +50,8 @@ func listeningVia(t *testing.T, f *fixture, wrap func(net.Listener) net.Listener
 	served := make(chan error, 1)
 	go func() { served <- f.srv.Serve(context.Background()) }()
 	t.Cleanup(func() {
-		require.NoError(t, f.srv.Close())
-		require.NoError(t, <-served)
+		require.NoError(t, closeWithin(t, f.srv))
+		require.NoError(t, recv(t, served, "return from Serve once the server closed"))
 	})
 	f.srv.mu.Lock()
 	defer f.srv.mu.Unlock()
@@ -107,8 +107,10 @@ func idler(t *testing.T, base string) net.Conn {
 	c := dial(t, base)
 	_, err := io.WriteString(c, "GET /api/v1/runs HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 	require.NoError(t, err)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(guard)))
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	require.NoError(t, err)
+	require.NoError(t, err, "the unauthenticated request's answer")
+	require.NoError(t, c.SetReadDeadline(time.Time{})) // left idle: the test decides when it reads again
 	_, err = io.Copy(io.Discard, resp.Body)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
@@ -284,7 +286,7 @@ func TestChurnLeaksNoPlace(t *testing.T) {
 		}()
 	}
 	for range clients {
-		require.NoError(t, <-errs)
+		require.NoError(t, recv(t, errs, "end of a churning client"))
 	}
 	requireNoPlaceHeld(t, l)
 	l.mu.Lock()
@@ -318,6 +320,7 @@ func churn(addr, base string, kind, rounds int) error {
 				return err
 			}
 			open = append(open, c)
+			_ = c.SetReadDeadline(time.Now().Add(guard)) // an answer never sent ends the read, as a close does
 			if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); err == nil {
 				if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
 					io.Copy(io.Discard, resp.Body)
@@ -453,7 +456,7 @@ func TestAnAnswerNobodyReadsHoldsNoTurnNorPlace(t *testing.T) {
 	_, err := io.WriteString(c, strings.Repeat(fmt.Sprintf("GET /api/v1/runs/%s/events?limit=1000 HTTP/1.1\r\n"+
 		"Host: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n", liveRun, roToken), pages))
 	require.NoError(t, err)
-	<-reading
+	recv(t, reading, "read of a page for the client that reads none")
 	f.tokens.set(roToken, false) // revoked: it changes nothing here
 
 	awaitListener(t, l, func() bool { return l.held == 0 })
@@ -521,13 +524,14 @@ func TestCloseWaitsForTheRequestsInProgress(t *testing.T) {
 	_, base := listening(t, f)
 	rc := sendRead(t, base, roToken)
 	defer rc.c.Close()
-	<-entered
+	recv(t, entered, "request in its handler")
 
 	go func() {
 		_ = f.srv.Close()
 		close(closed)
 	}()
-	<-waiting // Close's grace has ended and the request's connection is closed: all Close has left is the wait
+	// Close's grace has ended and the request's connection is closed: all Close has left is the wait
+	recv(t, waiting, "end of Close's grace")
 	select {
 	case <-closed: // the handler, released only now, sees that Close returned before it left
 	case <-time.After(100 * time.Millisecond): // NB: not a timed assertion: Close had nothing else left to do
@@ -566,14 +570,14 @@ func TestASecondCloseWaitsForTheFirst(t *testing.T) {
 	_, base := listening(t, f)
 	rc := sendRead(t, base, roToken)
 	defer rc.c.Close()
-	<-entered
+	recv(t, entered, "request in its handler")
 
 	first := make(chan struct{})
 	go func() {
 		_ = f.srv.Close()
 		close(first)
 	}()
-	<-waiting // the first Close has only the request in its handler left to wait for
+	recv(t, waiting, "end of the first Close's grace") // the first Close has only the request in its handler left to wait for
 	second := make(chan bool, 1)
 	go func() {
 		_ = f.srv.Close()
@@ -589,7 +593,7 @@ func TestASecondCloseWaitsForTheFirst(t *testing.T) {
 	case <-time.After(time.Minute): // a guard against a hang, not a timing
 		t.Fatal("the second Close neither returned nor waited for the first")
 	}
-	<-first
+	recv(t, first, "return from the first Close")
 }
 
 // dialTinyReceiver dials base with a receive buffer of 4 KiB: a client that reads nothing soon stops the server's

@@ -32,7 +32,7 @@ func TestListenBoundsTheHeaderAndTheIdleTime(t *testing.T) {
 func TestAConnectionIsClosedAtItsHeaderOrIdleBound(t *testing.T) {
 	// NB: a guard, not a measure: shorter than either bound as crewd has it, so that only the one the test shortened
 	// closes the connection in time.
-	const guard = 5 * time.Second
+	const closedWithin = 5 * time.Second
 	const bound = 50 * time.Millisecond
 	for _, tc := range []struct {
 		name    string
@@ -62,7 +62,7 @@ func TestAConnectionIsClosedAtItsHeaderOrIdleBound(t *testing.T) {
 			tc.shorten(f.srv) // NB: before it listens
 			_, base := listening(t, f)
 			c := dial(t, base)
-			require.NoError(t, c.SetReadDeadline(time.Now().Add(guard)))
+			require.NoError(t, c.SetReadDeadline(time.Now().Add(closedWithin)))
 			r := bufio.NewReader(c)
 			tc.send(t, c, r)
 			rest, err := io.ReadAll(r)

@@ -34,8 +34,8 @@ func TestTwoDashboardsOnOneHostKeepTheirSessions(t *testing.T) {
 		served := make(chan error, 1)
 		go func() { served <- srv.Serve(context.Background()) }()
 		t.Cleanup(func() {
-			require.NoError(t, srv.Close())
-			require.NoError(t, <-served)
+			require.NoError(t, closeWithin(t, srv))
+			require.NoError(t, recv(t, served, "return from Serve once the server closed"))
 		})
 		link, _ := srv.LoginURL()
 		resp, err := browser.Get(link)

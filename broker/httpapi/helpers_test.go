@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/audit/audittest"
+	"github.com/crewlog/crewlog/broker/brokertest"
 	"github.com/crewlog/crewlog/broker/internal/turns"
 	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/eventlog"
@@ -29,6 +30,25 @@ const (
 	// liveRun is a run the fixture creates after the scenario, left running.
 	liveRun = "team_20261001100000_a1b2c3d4e5f60009"
 )
+
+// guard bounds how long a test waits for an answer, a frame, a signal or a goroutine before failing: a guard against
+// a hang, never a synchronisation nor a timing.
+const guard = time.Minute
+
+// recv is the next value on ch, failing the test, naming what it awaited, if none comes within guard.
+func recv[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	return brokertest.Recv(t, ch, guard, what)
+}
+
+// closeWithin closes srv, failing the test if Close has not returned within guard: it waits for every request and
+// stream to end, so a test that left one held would otherwise fail only by the package's timeout.
+func closeWithin(t testing.TB, srv *Server) error {
+	t.Helper()
+	closed := make(chan error, 1)
+	go func() { closed <- srv.Close() }()
+	return recv(t, closed, "return from the server's Close")
+}
 
 // liveTasks are liveRun's tasks, each running, with a credential and a pending question.
 var liveTasks = []string{"01_lead", "02_help", "03_check"}
@@ -104,7 +124,7 @@ func newFixtureStore(t testing.TB, opts Options, eo commands.Options, lo *eventl
 	require.Equal(t, f.web.URL, f.srv.BaseURL())
 	t.Cleanup(func() {
 		f.web.CloseClientConnections()
-		f.srv.Close()
+		_ = closeWithin(t, f.srv)
 		f.web.Close()
 		require.NoError(t, eng.Close())
 		require.NoError(t, l.Close())

@@ -149,7 +149,7 @@ func TestLimitListenerTakesTheFirstPlaceToGoIdle(t *testing.T) {
 	third := dial()
 	go accept()
 	l.connState(served[1], http.StateIdle)
-	a := <-next
+	a := recv(t, next, "Accept of the third connection once a place went idle")
 	require.NoError(t, a.err)
 	defer a.c.Close()
 	_, err = peers[1].Read(make([]byte, 1))
@@ -171,7 +171,7 @@ func TestLimitListenerTakesTheFirstPlaceToGoIdle(t *testing.T) {
 	fourth := dial()
 	go accept()
 	require.NoError(t, l.Close())
-	a = <-next
+	a = recv(t, next, "return from the waiting Accept once the listener closed")
 	require.ErrorIs(t, a.err, net.ErrClosed)
 	_, err = fourth.Read(make([]byte, 1))
 	require.Error(t, err, "the connection held while waiting is closed")

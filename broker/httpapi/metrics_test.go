@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/crewlog/crewlog/audit/audittest"
+	"github.com/crewlog/crewlog/broker/brokertest"
 	"github.com/crewlog/crewlog/commands"
 )
 
@@ -35,7 +36,7 @@ func TestMetricsSnapshotGaugesDoNotTear(t *testing.T) {
 	}()
 	defer func() {
 		close(stop)
-		wg.Wait()
+		brokertest.AwaitGroup(t, &wg, guard, "end of the snapshots")
 	}()
 	for range 2000 {
 		families, err := m.reg.Gather()

@@ -113,7 +113,7 @@ func TestReadOnlyReadsArePaced(t *testing.T) {
 		t.Fatal("the read never waited for its bucket")
 	}
 	cancel()
-	require.True(t, errors.Is(<-answered, context.Canceled))
+	require.True(t, errors.Is(recv(t, answered, "end of the cancelled read"), context.Canceled))
 	// NB: the client is told of its cancel before the server's handler sees it: the charges are read once the
 	// handler has given its turn back, or a charge made as it gives up would come too late to be seen.
 	awaitTurns(t, f.srv.reads, ro, 0, 0)

@@ -59,7 +59,7 @@ func meetAPebbleFatal(t *testing.T, where string) {
 		h := &f.srv.streams.hub
 		h.pulling.Store(new(func() { panic(fatal) }))
 		usage(f, 99)
-		<-h.stopped
+		recv(t, h.stopped, "stop of the hub after the fatal error")
 		<-time.After(time.Minute) // NB: the process ends long before, on the hub's goroutine, once it has stopped
 	}
 }

@@ -52,13 +52,13 @@ func TestReadsTakeTurnsPerCredential(t *testing.T) {
 	// ... while another credential reads.
 	admin := make(chan int, 1)
 	serve("/api/v1/runs", bearer(adminToken), admin)
-	require.Equal(t, http.StatusOK, <-admin)
+	require.Equal(t, http.StatusOK, recv(t, admin, "answer to the admin's read"))
 	require.Empty(t, answered)
 	for _, done := range release {
 		done()
 	}
-	require.Equal(t, http.StatusOK, <-answered)
-	require.Equal(t, http.StatusOK, <-answered)
+	require.Equal(t, http.StatusOK, recv(t, answered, "answer to the token's first waiting read"))
+	require.Equal(t, http.StatusOK, recv(t, answered, "answer to the token's second waiting read"))
 	awaitTurns(t, f.srv.reads, ro, 0, 0)
 	require.Zero(t, f.srv.reads.Keys(), "no request in progress: no credential's turns are kept")
 }
@@ -131,10 +131,10 @@ func TestReadsWaitingAreBoundedPerCredential(t *testing.T) {
 	refused(cookie)
 	admin := make(chan *httptest.ResponseRecorder, 1)
 	serve(request(t.Context(), bearer(adminToken)), admin)
-	require.Equal(t, http.StatusOK, (<-admin).Code, "another credential is answered")
+	require.Equal(t, http.StatusOK, recv(t, admin, "answer to the admin's read").Code, "another credential is answered")
 
 	leave()
-	<-gone
+	recv(t, gone, "end of the read whose client went")
 	awaitTurns(t, f.srv.reads, ro, maxReadsPerCredential, maxWaitingReadsPerCredential-1)
 	serve(request(t.Context(), bearer(roToken)), answered)
 	awaitTurns(t, f.srv.reads, ro, maxReadsPerCredential, maxWaitingReadsPerCredential)
@@ -144,7 +144,7 @@ func TestReadsWaitingAreBoundedPerCredential(t *testing.T) {
 		done()
 	}
 	for range maxWaitingReadsPerCredential {
-		require.Equal(t, http.StatusOK, (<-answered).Code)
+		require.Equal(t, http.StatusOK, recv(t, answered, "answer to a waiting read").Code)
 	}
 	awaitTurns(t, f.srv.reads, ro, 0, 0)
 	require.Zero(t, f.srv.reads.Keys())

@@ -298,7 +298,7 @@ func TestASessionCookieSetByAnotherPortDoesNotShadowThePages(t *testing.T) {
 	f.srv.reading = func(p principal) { read <- p.key }
 	code, _ := f.send(req)
 	require.Equal(t, http.StatusOK, code)
-	require.Equal(t, keyCrewd, <-read, "the page's own session")
+	require.Equal(t, keyCrewd, recv(t, read, "read of the page"), "the page's own session")
 }
 
 // TestCookiesPlantedOnEveryPathOfARouteDoNotShadowThePages: a server on another port of the host may set a

@@ -87,7 +87,7 @@ func TestRebuildEndsWithItsClient(t *testing.T) {
 			require.Empty(t, string(body), "nothing answered to a client that went")
 			require.Empty(t, rec.Header().Get("Content-Type"))
 
-			a := <-answered
+			a := recv(t, answered, "answer to the request waiting for the slot")
 			require.NoError(t, a.err)
 			require.Equal(t, http.StatusOK, a.code, "the waiting request had its turn: %s", a.body)
 			var nextBody map[string]any
@@ -146,6 +146,8 @@ func TestStateAtTimeTakesOneTurn(t *testing.T) {
 	case <-holds:
 	case err := <-next:
 		require.NoError(t, err)
+	case <-time.After(guard):
+		t.Fatal("the rebuild queued behind state?at=TIME neither held the slot nor failed")
 	}
 
 	// state?at=TIME had its one turn before the rebuild behind it: it is answered while that one holds the slot.
@@ -164,6 +166,8 @@ func TestStateAtTimeTakesOneTurn(t *testing.T) {
 	case err := <-waitsAgain:
 		require.NoError(t, err)
 		require.Fail(t, "state?at=TIME waited for the slot a second time, behind the rebuild queued after it")
+	case <-time.After(guard):
+		t.Fatal("state?at=TIME was not answered")
 	}
 	require.EqualValues(t, 2, turns.Load(), "one turn for state?at=TIME, one for the rebuild behind it")
 }
@@ -241,7 +245,7 @@ func TestRebuildSlotServesCredentialsInTurn(t *testing.T) {
 	held()
 	var order []string
 	for range maxRebuildsPerPrincipal {
-		order = append(order, <-served)
+		order = append(order, recv(t, served, "rebuild served in its turn"))
 	}
 	require.Equal(t, []string{"read-only 0", "admin", "read-only 1", "read-only 2"}, order)
 }

@@ -91,8 +91,15 @@ func TestAnIdleStreamSendsNoKeepAliveOnceItsCredentialIsGone(t *testing.T) {
 				// NB: the next keep-alive may then have been written before the credential went, which is no defect.
 				t.Skip("the credential went too long after a keep-alive to tell which came first")
 			}
-			for l := range lines {
-				require.Empty(t, l, "the stream wrote after its credential went")
+			// NB: a stream that stayed open and silent would be read for ever: the guard makes that a failure.
+			for hang, open := time.After(guard), true; open; {
+				select {
+				case l, more := <-lines:
+					require.Empty(t, l, "the stream wrote after its credential went")
+					open = more
+				case <-hang:
+					t.Fatal("the stream did not end once its credential went")
+				}
 			}
 			require.Zero(t, f.srv.streams.open(), "the stream ended")
 		})
@@ -117,12 +124,13 @@ func (w *gateWriter) Write(b []byte) (int, error) {
 func TestStreamCatchUpStopsWhenTheClientGoesOrTheServerCloses(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		stop func(f *fixture, cancel context.CancelFunc)
+		// stop runs on the test's goroutine, in the stream's first write (ServeHTTP is called, not served).
+		stop func(t *testing.T, f *fixture, cancel context.CancelFunc)
 	}{
-		{"client gone", func(_ *fixture, cancel context.CancelFunc) { cancel() }},
-		{"server closing", func(f *fixture, _ context.CancelFunc) {
+		{"client gone", func(_ *testing.T, _ *fixture, cancel context.CancelFunc) { cancel() }},
+		{"server closing", func(t *testing.T, f *fixture, _ context.CancelFunc) {
 			go f.srv.Close()
-			<-f.srv.quit // Close then waits for the stream to end
+			recv(t, f.srv.quit, "close of quit by Close") // Close then waits for the stream to end
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -130,7 +138,7 @@ func TestStreamCatchUpStopsWhenTheClientGoesOrTheServerCloses(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			w := &gateWriter{ResponseRecorder: httptest.NewRecorder()}
-			w.onFirst = func() { tc.stop(f, cancel) }
+			w.onFirst = func() { tc.stop(t, f, cancel) }
 			req := httptest.NewRequest(http.MethodGet, "/api/v1/stream?after=0", nil).WithContext(ctx)
 			req.Host = "127.0.0.1"
 			req.Header.Set("Authorization", "Bearer "+adminToken)

@@ -434,7 +434,7 @@ func awaitHub(t *testing.T, hub *hub, cond func() bool, publish func(i int)) {
 		if publish != nil {
 			publish(i)
 		}
-		<-ch
+		recv(t, ch, "signal of the hub")
 	}
 }
 
