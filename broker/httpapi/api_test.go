@@ -624,8 +624,10 @@ func TestASearchReadsTheRunsInChunks(t *testing.T) {
 func TestASearchMatchesOutsideTheEnginesRead(t *testing.T) {
 	f := newFixture(t, Options{})
 	matching, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
+	var once, released sync.Once
 	f.srv.searching = func() { once.Do(func() { close(matching); <-release }) }
+	releaseSearch := func() { released.Do(func() { close(release) }) }
+	t.Cleanup(releaseSearch) // before the fixture's, which closes the server: on a failure too
 	answered := make(chan int, 1)
 	go func() {
 		req, _ := http.NewRequest(http.MethodGet, f.web.URL+"/api/v1/runs?q=keep", nil)
@@ -647,9 +649,9 @@ func TestASearchMatchesOutsideTheEnginesRead(t *testing.T) {
 	_, err := f.eng.Submit(ctx, commands.Request{Actor: audittest.Orchestrator,
 		Command: &commands.TaskUsage{RunID: liveRun, TaskID: "01_lead", Input: 1, Output: 1}})
 	cancel()
-	close(release)
+	releaseSearch()
 	require.NoError(t, err, "a command was not answered while a search matched")
-	require.Equal(t, http.StatusOK, <-answered)
+	require.Equal(t, http.StatusOK, recv(t, answered, "answer to the search"))
 }
 
 // TestStateAtIsTheReplayAtThatPosition: the run as of an earlier position or time shows what it was then.

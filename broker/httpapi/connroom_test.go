@@ -510,6 +510,8 @@ func TestCloseWaitsForTheRequestsInProgress(t *testing.T) {
 	closed := make(chan struct{}) // Close returned
 	var once sync.Once
 	var leftFirst atomic.Bool // the handler left while Close had not yet returned
+	var released sync.Once
+	releaseRequest := func() { released.Do(func() { close(release) }) }
 	f.srv.reading = func(principal) {
 		once.Do(func() { close(entered) })
 		<-release
@@ -522,6 +524,7 @@ func TestCloseWaitsForTheRequestsInProgress(t *testing.T) {
 	f.srv.closing = func() { close(waiting) }
 	f.srv.closeGrace = 10 * time.Millisecond
 	_, base := listening(t, f)
+	t.Cleanup(releaseRequest) // before the listener's, which closes the server: on a failure too
 	rc := sendRead(t, base, roToken)
 	defer rc.c.Close()
 	recv(t, entered, "request in its handler")
@@ -536,8 +539,8 @@ func TestCloseWaitsForTheRequestsInProgress(t *testing.T) {
 	case <-closed: // the handler, released only now, sees that Close returned before it left
 	case <-time.After(100 * time.Millisecond): // NB: not a timed assertion: Close had nothing else left to do
 	}
-	close(release)
-	<-closed
+	releaseRequest()
+	recv(t, closed, "return from Close once the request left its handler")
 	require.True(t, leftFirst.Load(), "Close returned while a request was still in its handler")
 
 	w := httptest.NewRecorder()
@@ -557,6 +560,8 @@ func TestASecondCloseWaitsForTheFirst(t *testing.T) {
 	entered, release, waiting := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	var left atomic.Bool // the held request has left its handler
+	var released sync.Once
+	releaseRequest := func() { released.Do(func() { close(release) }) }
 	f.srv.reading = func(principal) {
 		once.Do(func() { close(entered) })
 		<-release
@@ -568,6 +573,7 @@ func TestASecondCloseWaitsForTheFirst(t *testing.T) {
 	f.srv.closeWaits = func() { waitsOnce.Do(func() { close(secondWaits) }) }
 	f.srv.closeGrace = 10 * time.Millisecond
 	_, base := listening(t, f)
+	t.Cleanup(releaseRequest) // before the listener's, which closes the server: on a failure too
 	rc := sendRead(t, base, roToken)
 	defer rc.c.Close()
 	recv(t, entered, "request in its handler")
@@ -585,11 +591,12 @@ func TestASecondCloseWaitsForTheFirst(t *testing.T) {
 	}()
 	select {
 	case afterRequest := <-second:
-		close(release)
+		releaseRequest()
 		require.True(t, afterRequest, "a second Close returned while the first still waited for a request in its handler")
 	case <-secondWaits:
-		close(release)
-		require.True(t, <-second, "a second Close returned while the first still waited for a request in its handler")
+		releaseRequest()
+		require.True(t, recv(t, second, "return from the second Close"),
+			"a second Close returned while the first still waited for a request in its handler")
 	case <-time.After(time.Minute): // a guard against a hang, not a timing
 		t.Fatal("the second Close neither returned nor waited for the first")
 	}

@@ -253,10 +253,11 @@ func TestAStreamAskedForAsTheServerClosesIsUnavailable(t *testing.T) {
 
 // stalledWriter is a client that reads nothing until released: every write waits for the gate.
 type stalledWriter struct {
-	h    http.Header
-	gate chan struct{}
-	mu   sync.Mutex
-	out  bytes.Buffer
+	h      http.Header
+	gate   chan struct{}
+	opened sync.Once
+	mu     sync.Mutex
+	out    bytes.Buffer
 	// wrote is signalled after each write, so a test waits for the next one rather than polling out.
 	wrote chan struct{}
 }
@@ -301,10 +302,15 @@ func (w *stalledWriter) framesWritten(t *testing.T, n int) []sseFrame {
 	}
 }
 
-// openStalled opens an admin's stream whose client reads nothing until w.gate is closed: the stream joins the hub,
-// then blocks in its first write. done is closed once its handler has returned.
+// open lets the stream's writes through; a second call does nothing.
+func (w *stalledWriter) open() { w.opened.Do(func() { close(w.gate) }) }
+
+// openStalled opens an admin's stream whose client reads nothing until w is opened (at the latest as the test ends,
+// so that a test that fails first leaves no handler blocked for ever): the stream joins the hub, then blocks in its
+// first write. done is closed once its handler has returned.
 func openStalled(f *fixture) (w *stalledWriter, done <-chan struct{}) {
 	w = &stalledWriter{h: http.Header{}, gate: make(chan struct{}), wrote: make(chan struct{}, 1)}
+	f.t.Cleanup(w.open)
 	req := httptest.NewRequest(http.MethodGet, "/api/v1/stream", nil)
 	req.Host = "127.0.0.1"
 	req.Header.Set("Authorization", "Bearer "+adminToken)
@@ -335,8 +341,8 @@ func TestStreamResyncWhenBehindItsBudget(t *testing.T) {
 			start := head(f)
 			w, done := openStalled(f)
 			publishUntil(t, f, func(h *hub) bool { return tc.behind(h, start) })
-			close(w.gate)
-			<-done
+			w.open()
+			recv(t, done, "end of the stalled stream's handler")
 			frames := make(chan sseFrame, 16)
 			readFrames(bytes.NewReader(w.out.Bytes()), frames)
 			var got []sseFrame
@@ -385,7 +391,10 @@ func TestARunsStreamCatchingUpSkipsNoEventTheHubDropped(t *testing.T) {
 	// Another client's stream, stalled in its first write, keeps the hub following (and dropping) while the run's
 	// stream opens.
 	stalled, stalledDone := openStalled(f)
-	defer func() { close(stalled.gate); <-stalledDone }()
+	defer func() {
+		stalled.open()
+		recv(t, stalledDone, "end of the stalled stream's handler")
+	}()
 
 	// The run's last event is at the head; other runs' events then push the ring past it.
 	last := head(f)
@@ -397,8 +406,10 @@ func TestARunsStreamCatchingUpSkipsNoEventTheHubDropped(t *testing.T) {
 	// read of the log finds nothing of the run up to the head it read; while it reads, the run's next events are
 	// published and dropped from the ring.
 	reached, resume := make(chan struct{}), make(chan struct{})
-	var once sync.Once
+	var once, resumed sync.Once
 	f.srv.catchingUp = func(string) { once.Do(func() { close(reached); <-resume }) }
+	resumeCatchUp := func() { resumed.Do(func() { close(resume) }) }
+	t.Cleanup(resumeCatchUp) // before the fixture's, which closes the server: on a failure too
 	frames := f.openStream(fmt.Sprintf("/api/v1/stream?run=%s&after=%d", liveRun, last), nil)
 	require.Equal(t, "hello", next(t, frames).event)
 	select {
@@ -413,7 +424,7 @@ func TestARunsStreamCatchingUpSkipsNoEventTheHubDropped(t *testing.T) {
 			first = head(f)
 		}
 	})
-	close(resume)
+	resumeCatchUp()
 
 	fr := next(t, frames)
 	require.Equal(t, strconv.FormatUint(first, 10), fr.id, "the run's next event, not skipped: %+v", fr)
@@ -495,7 +506,7 @@ func TestAStreamExactlyAtItsByteBudgetGoesOn(t *testing.T) {
 			budget := unsent(hub, start) - tc.behind
 			hub.mu.Unlock()
 			f.srv.opts.StreamBytes = budget // NB: before the gate opens, the stream's next read of it
-			close(w.gate)
+			w.open()
 			sent := func() string {
 				w.mu.Lock()
 				defer w.mu.Unlock()

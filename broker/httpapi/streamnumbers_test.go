@@ -197,7 +197,7 @@ func TestAStreamWritesAtMostEvery100ms(t *testing.T) {
 	// NB: a writer that never stalls (its gate open), read as the stream writes: while the stream waits, what it
 	// wrote before is all there, with no client's socket in between.
 	w, _ := openStalled(f)
-	close(w.gate)
+	w.open()
 	require.Equal(t, "hello", w.framesWritten(t, 1)[0].event)
 	usage(f, 1)
 	require.Equal(t, strconv.FormatUint(h+1, 10), w.framesWritten(t, 2)[1].id, "the first event goes at once")
