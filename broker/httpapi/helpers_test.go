@@ -125,7 +125,13 @@ func newFixtureStore(t testing.TB, opts Options, eo commands.Options, lo *eventl
 	t.Cleanup(func() {
 		f.web.CloseClientConnections()
 		_ = closeWithin(t, f.srv)
-		f.web.Close()
+		// NB: httptest's Close waits for every request in a handler, as the server's does.
+		webClosed := make(chan struct{})
+		go func() {
+			f.web.Close()
+			close(webClosed)
+		}()
+		recv(t, webClosed, "return from the test listener's Close")
 		require.NoError(t, eng.Close())
 		require.NoError(t, l.Close())
 	})
