@@ -32,20 +32,25 @@ import (
 // testAdminToken is the admin secret of every test server.
 const testAdminToken = "admin-secret-for-tests"
 
-// guard bounds how long a test waits for a frame, a signal or a goroutine before failing: a failure guard, never a
+// guard bounds how long a test waits for a frame or a condition before failing: a failure guard, never a
 // synchronisation.
 const guard = 10 * time.Second
 
-// recv is the next value on ch, failing the test, naming what it awaited, if none comes within guard.
+// waitGuard bounds how long a test waits for a signal or for goroutines that may do a test's whole work (dozens of
+// clients' requests, a server's Close): longer than guard, as a loaded host under the race detector may need, and
+// far short of the package's timeout, so that a hang fails naming what it waited for.
+const waitGuard = time.Minute
+
+// recv is the next value on ch, failing the test, naming what it awaited, if none comes within waitGuard.
 func recv[T any](t testing.TB, ch <-chan T, what string) T {
 	t.Helper()
-	return brokertest.Recv(t, ch, guard, what)
+	return brokertest.Recv(t, ch, waitGuard, what)
 }
 
-// awaitGroup waits for wg, failing the test, naming what it awaited, if it is not done within guard.
+// awaitGroup waits for wg, failing the test, naming what it awaited, if it is not done within waitGuard.
 func awaitGroup(t testing.TB, wg *sync.WaitGroup, what string) {
 	t.Helper()
-	brokertest.AwaitGroup(t, wg, guard, what)
+	brokertest.AwaitGroup(t, wg, waitGuard, what)
 }
 
 // fixture is an engine on an in-memory log and a broker serving it on a real unix socket in t.TempDir().
