@@ -185,6 +185,7 @@ func OpenSecret(path string) (f *os.File, fi fs.FileInfo, fault SecretFault, err
 	if fault = SecretFileFault(fi); fault != SecretFileFit {
 		return nil, fi, fault, nil
 	}
+	beforeOpenSecret(path)
 	if f, err = os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0); err != nil {
 		return nil, fi, SecretFileFit, err
 	}
@@ -198,6 +199,10 @@ func OpenSecret(path string) (f *os.File, fi fs.FileInfo, fault SecretFault, err
 	}
 	return f, fi, SecretFileFit, nil
 }
+
+// beforeOpenSecret is called between OpenSecret's look at a secret file and its open: tests put another file in its
+// place there, as another process could.
+var beforeOpenSecret = func(string) {}
 
 func readSecret(path string) ([]byte, error) {
 	f, fi, fault, err := OpenSecret(path)

@@ -71,6 +71,9 @@ func TestSecretsRefused(t *testing.T) {
 		{"group readable", withMode(0o640), "has mode 0640"},
 		{"world readable", withMode(0o604), "has mode 0604"},
 		{"group writable", withMode(0o620), "has mode 0620"},
+		{"group executable", withMode(0o610), "has mode 0610"},
+		{"world writable", withMode(0o602), "has mode 0602"},
+		{"world executable", withMode(0o601), "has mode 0601"},
 		{"symlink", func(t *testing.T, p string) {
 			target := filepath.Join(t.TempDir(), "elsewhere")
 			require.NoError(t, os.WriteFile(target, []byte("tok"), 0o600))
