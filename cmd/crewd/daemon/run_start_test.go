@@ -62,7 +62,10 @@ func TestRunRefusesUnsafeDataDir(t *testing.T) {
 			dir := filepath.Join(c.DataDir, tc.sub)
 			require.NoError(t, os.MkdirAll(dir, 0o700))
 			require.NoError(t, os.Chmod(dir, tc.mode))
-			err := Run(context.Background(), c, io.Discard, discard())
+			// NB: runUntilServed, not Run: a directory let through must fail the test, not have crewd serve until the
+			// test binary's timeout.
+			served, err := runUntilServed(c)
+			require.False(t, served)
 			require.ErrorContains(t, err, fmt.Sprintf("has mode %04o", tc.mode))
 			fi, err := os.Stat(dir)
 			require.NoError(t, err)
@@ -78,7 +81,9 @@ func TestRunRefusesUnsafeDataDir(t *testing.T) {
 		c := testConfig(t)
 		require.NoError(t, os.MkdirAll(c.DataDir, 0o700))
 		require.NoError(t, os.Chown(c.DataDir, 65534, 65534))
-		require.ErrorContains(t, Run(context.Background(), c, io.Discard, discard()), "belongs to uid 65534")
+		served, err := runUntilServed(c)
+		require.False(t, served)
+		require.ErrorContains(t, err, "belongs to uid 65534")
 	})
 }
 
