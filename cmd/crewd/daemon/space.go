@@ -21,10 +21,11 @@ const spaceCheckInterval = 100 * time.Millisecond
 //
 // Concurrency: CheckSpace is safe from any goroutine; one caller refreshes the reading at a time.
 type spaceGuard struct {
-	dir string
-	min uint64
-	lg  *slog.Logger
-	now func() time.Time
+	dir      string
+	min      uint64
+	lg       *slog.Logger
+	now      func() time.Time
+	readFree func(dir string) (uint64, error) // freeBytes; tests read a free space of their choosing
 
 	free    atomic.Uint64
 	checked atomic.Int64 // unix nanoseconds of the last reading
@@ -38,8 +39,8 @@ var _ commands.SpaceForGuard = (*spaceGuard)(nil)
 // newSpaceGuard reads the free space of dir once; a failure is an error, since crewd cannot then know whether it
 // may write.
 func newSpaceGuard(dir string, min uint64, lg *slog.Logger) (*spaceGuard, error) {
-	g := &spaceGuard{dir: dir, min: min, lg: lg, now: time.Now}
-	free, err := freeBytes(dir)
+	g := &spaceGuard{dir: dir, min: min, lg: lg, now: time.Now, readFree: freeBytes}
+	free, err := g.readFree(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +101,7 @@ func (g *spaceGuard) CheckSpaceFor(size uint64) error {
 // says nothing about the space, and refusing every write for it would be worse.
 func (g *spaceGuard) refresh(now int64) {
 	g.checked.Store(now)
-	free, err := freeBytes(g.dir)
+	free, err := g.readFree(g.dir)
 	if err != nil {
 		g.lg.Warn("free space unknown; keeping the last reading", "err", err)
 		return
