@@ -46,6 +46,21 @@ func TestStartHTTPAddressInUse(t *testing.T) {
 	require.Nil(t, web, `--http "" turns HTTP off`)
 }
 
+// TestStartHTTPDefaultAddressOtherwiseUnusable: only a default address already in use turns HTTP off
+// (docs/dashboard-api.md); a default address that cannot be bound for any other reason stops the start, as an
+// explicit one does.
+func TestStartHTTPDefaultAddressOtherwiseUnusable(t *testing.T) {
+	l, eng := openEmptyEngine(t)
+	var logs bytes.Buffer
+	lg := slog.New(slog.NewTextHandler(&logs, nil))
+	cfg := Config{DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:65536"} // no such port
+	web, err := startHTTP(cfg, eng, l, nil, httpapi.NewMetrics(), "", nil, lg)
+	require.Nil(t, web)
+	require.ErrorContains(t, err, "daemon: --http: ")
+	require.NotErrorIs(t, err, syscall.EADDRINUSE)
+	require.NotContains(t, logs.String(), "serving without HTTP")
+}
+
 // TestStartHTTPSecureCookie: the dashboard's session cookie is Secure with --http-secure-cookie and not without:
 // crewd serves plain HTTP, so it was never Secure, behind the TLS proxy the docs ask for either.
 func TestStartHTTPSecureCookie(t *testing.T) {
