@@ -94,7 +94,10 @@ func TestRunRefusesAStoreThatIsNotADirectory(t *testing.T) {
 			require.NoError(t, os.MkdirAll(c.DataDir, 0o700))
 			store := filepath.Join(c.DataDir, StoreDir)
 			require.NoError(t, tc.make(store))
-			err := Run(context.Background(), c, io.Discard, discard())
+			// NB: runUntilServed, not Run: a store let through must fail the test, not have crewd serve until the
+			// test binary's timeout.
+			served, err := runUntilServed(c)
+			require.False(t, served)
 			require.ErrorContains(t, err, "daemon: "+store+" is not a directory")
 			require.NoFileExists(t, filepath.Join(c.DataDir, AdminTokenFile), "nothing was written")
 		})
