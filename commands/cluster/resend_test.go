@@ -141,11 +141,7 @@ func TestAFollowerSendsAnUnansweredCommandThreeTimesNotCountingThoseNoWriterRece
 		}})
 	answered := make(chan error, 1)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, err := f.Engine().Submit(ctx, commands.Request{Principal: events.AdminPrincipal(), CommandID: "c1",
-			Actor:   events.Actor{Role: events.RoleAdmin},
-			Command: &commands.RunCreate{RunID: "R", Team: "t", Goal: "g", Cwd: "/w"}})
+		_, err := submitRunCreateWithin(f, "c1", 10*time.Second)
 		answered <- err
 	}()
 	for range notReceived {
