@@ -640,11 +640,7 @@ func TestASearchMatchesOutsideTheEnginesRead(t *testing.T) {
 		resp.Body.Close()
 		answered <- resp.StatusCode
 	}()
-	select {
-	case <-matching:
-	case <-time.After(time.Minute):
-		t.Fatal("the search did not start matching within a minute")
-	}
+	recv(t, matching, "start of the search's matching")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a guard against a hang, not a timing
 	_, err := f.eng.Submit(ctx, commands.Request{Actor: audittest.Orchestrator,
 		Command: &commands.TaskUsage{RunID: liveRun, TaskID: "01_lead", Input: 1, Output: 1}})

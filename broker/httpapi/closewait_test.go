@@ -27,7 +27,7 @@ func TestAPacedWaitEndsWithTheServer(t *testing.T) {
 			_, base := listening(t, f)
 			pacer.delay.Store(int64(time.Hour))
 			answered := sendAsItStops(t, base+path)
-			awaitSignal(t, waiting, "the request never waited for its token's bucket")
+			recv(t, waiting, "wait of the request for its token's bucket")
 			requireRefusedAsItStops(t, f, answered, "Close waited for the paced wait")
 			require.Empty(t, pacer.charges(), "refused as crewd stops: it costs nothing (docs/dashboard-api.md)")
 		})
@@ -68,21 +68,11 @@ func TestARebuildEndsWithTheServer(t *testing.T) {
 			}
 			_, base := listening(t, f)
 			answered := sendAsItStops(t, base+path)
-			awaitSignal(t, folding, "the rebuild never had the slot")
+			recv(t, folding, "slot for the rebuild")
 			requireRefusedAsItStops(t, f, answered, "Close waited for the rebuild folding")
 			require.Equal(t, []int{0, 0}, slotLoad(f.srv.states.slot), "the slot given back")
 			require.Nil(t, f.srv.states.Base(audittest.RunBudget, f.eng.Head()), "nothing kept of the rebuild")
 		})
-	}
-}
-
-// awaitSignal waits for a signal on ch, failing with never if none comes within a minute (a guard against a hang).
-func awaitSignal[T any](t *testing.T, ch <-chan T, never string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(time.Minute):
-		t.Fatal(never)
 	}
 }
 

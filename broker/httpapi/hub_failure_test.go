@@ -21,11 +21,7 @@ func failHub(t testing.TB, f *fixture) {
 	h := &f.srv.streams.hub
 	h.pulling.Store(new(func() { panic("httpapi test: the hub's read of the log fails") }))
 	usage(f, 99)
-	select {
-	case <-h.stopped:
-	case <-time.After(time.Minute):
-		t.Fatal("the hub did not stop within a minute")
-	}
+	recv(t, h.stopped, "stop of the hub")
 }
 
 // resyncOf decodes a resync frame's data.

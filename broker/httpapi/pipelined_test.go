@@ -123,11 +123,7 @@ func TestAPipelinedRequestThatWaitedIsAnsweredAndItsConnectionClosed(t *testing.
 	_, base := listening(t, f)
 	pacer.delay.Store(int64(time.Hour))
 	c := sendGet(t, base, "/api/v1/slots", "Bearer "+roToken)
-	select {
-	case <-waiting:
-	case <-time.After(time.Minute): // a guard against a hang, not a timing
-		t.Fatal("the read never waited for its token's bucket")
-	}
+	recv(t, waiting, "wait of the read for its token's bucket")
 	_, err := fmt.Fprintf(c, "GET /api/v1/slots HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n",
 		roToken)
 	require.NoError(t, err)

@@ -226,11 +226,7 @@ func TestARequestThatWaitedIsServedOnlyIfItsCredentialStillIs(t *testing.T) {
 			}()
 			switch {
 			case tc.paced:
-				select {
-				case <-pacing:
-				case <-time.After(time.Minute): // a guard against a hang, not a timing
-					t.Fatal("the read never waited for its credential's pacing")
-				}
+				recv(t, pacing, "wait of the read for its credential's pacing")
 			case tc.rebuild:
 				awaitSlot(t, f.srv.states.slot, 1, 1)
 			default:
@@ -240,12 +236,7 @@ func TestARequestThatWaitedIsServedOnlyIfItsCredentialStillIs(t *testing.T) {
 			for _, done := range release {
 				done()
 			}
-			var rec *httptest.ResponseRecorder
-			select {
-			case rec = <-answered:
-			case <-time.After(time.Minute): // a guard against a hang, not a timing
-				t.Fatal("the request of an ended credential is still waiting")
-			}
+			rec := recv(t, answered, "answer to the request of an ended credential")
 			require.Equal(t, http.StatusUnauthorized, rec.Code, "body %q", rec.Body)
 			var body errorBody
 			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body))

@@ -191,11 +191,7 @@ func TestAStreamInDebtEndsWithTheHubOrItsClient(t *testing.T) {
 					pacer.delay.Store(int64(time.Hour))
 					usage(f, 1) // wakes the stream, which finds its token owing before it takes the event
 				}
-				select {
-				case <-waiting:
-				case <-time.After(time.Minute): // a guard against a hang, not a timing
-					t.Fatal("the stream never waited for its token's bucket")
-				}
+				recv(t, waiting, "wait of the stream for its token's bucket")
 				if end == "the client goes" {
 					cancel()
 				} else {
@@ -358,11 +354,7 @@ func TestOpeningAStreamWaitsForItsTokensBucket(t *testing.T) {
 				resp, err := f.web.Client().Do(req)
 				answered <- answer{resp, err}
 			}()
-			select {
-			case <-waiting:
-			case <-time.After(time.Minute): // a guard against a hang, not a timing
-				t.Fatal("the stream never waited for its token's bucket")
-			}
+			recv(t, waiting, "wait of the stream for its token's bucket")
 			require.Zero(t, f.srv.streams.open(), "a stream waiting to open holds no place")
 			require.Empty(t, pacer.charges(), "nothing charged before it is served")
 			switch end {
@@ -375,12 +367,7 @@ func TestOpeningAStreamWaitsForItsTokensBucket(t *testing.T) {
 			case "the hub stops":
 				failHub(t, f)
 			}
-			var a answer
-			select {
-			case a = <-answered:
-			case <-time.After(time.Minute): // a guard against a hang, not a timing
-				t.Fatal("no answer within a minute")
-			}
+			a := recv(t, answered, "answer")
 			if a.err == nil {
 				defer a.resp.Body.Close()
 			}
