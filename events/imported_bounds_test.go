@@ -1,13 +1,14 @@
 package events
 
 import (
-	"encoding/json"
 	"math"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/events/jsonstring/jsonref"
 )
 
 // TestImportedBoundsEdges: each bound an imported record shares with a command takes its edge values and refuses the
@@ -98,10 +99,11 @@ func TestAskOptionsProblem(t *testing.T) {
 }
 
 // TestImportedIDsFitAFrame: an imported id is bounded by the bytes JSON writes it in, as well as its chars: 256 chars
-// that encoding/json writes in six bytes each ('<', '>', '&', a control char, U+2028, an invalid byte) took 1,536
-// bytes, larger alone than a frame of 1 KiB, and every read that met it (its task in query.tasks, its message in
-// msg.inbox) answered oversize-frame for good. Every id an import may record takes at most as many bytes as the
-// longest id crewlog's own commands record ([A-Za-z0-9_-], MaxIDChars), and so fits where that one does.
+// that crewlog's encoders write in six bytes each, as Go 1.26's encoding/json did (jsonref: '<', '>', '&', a control
+// char, U+2028, an invalid byte) took 1,536 bytes, larger alone than a frame of 1 KiB, and every read that met it (its
+// task in query.tasks, its message in msg.inbox) answered oversize-frame for good. Every id an import may record takes
+// at most as many bytes as the longest id crewlog's own commands record ([A-Za-z0-9_-], MaxIDChars), and so fits where
+// that one does.
 func TestImportedIDsFitAFrame(t *testing.T) {
 	for _, c := range []struct {
 		char  string
@@ -111,8 +113,7 @@ func TestImportedIDsFitAFrame(t *testing.T) {
 		char := c.char
 		most := MaxIDChars / c.bytes
 		for n, fits := range map[int]bool{most: true, most + 1: false} {
-			b, err := json.Marshal(strings.Repeat(char, n))
-			require.NoError(t, err)
+			b := jsonref.MarshalString(strings.Repeat(char, n))
 			require.Equal(t, fits, len(b)-len(`""`) <= MaxIDChars, "%q ×%d as encoding/json writes it", char, n)
 		}
 		require.True(t, ImportedIDOK(strings.Repeat(char, most)), "%q ×%d", char, most)
@@ -174,9 +175,7 @@ func TestDecodeReadsPayloadsPastTheBounds(t *testing.T) {
 // six: more, never less, so a bound measured with it still holds.
 func TestJSONRuneBytesAgreesWithMarshal(t *testing.T) {
 	marshalled := func(s string) int {
-		b, err := json.Marshal(s)
-		require.NoError(t, err)
-		return len(b) - len(`""`)
+		return len(jsonref.MarshalString(s)) - len(`""`)
 	}
 	count := func(s string) int {
 		r, size := utf8.DecodeRuneInString(s)

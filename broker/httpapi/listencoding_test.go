@@ -15,6 +15,7 @@ import (
 	"github.com/crewlog/crewlog/broker"
 	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/events"
+	"github.com/crewlog/crewlog/events/jsonstring/jsonref"
 	"github.com/crewlog/crewlog/projections"
 )
 
@@ -151,8 +152,9 @@ func TestListsAnswerAsBefore(t *testing.T) {
 		}
 	})
 	require.Equal(t, 14, len(expect), "the answers compared")
-	require.Contains(t, string(f.body("/api/v1/runs/"+liveRun+"/state?at=999999")), `\ufffd\ufffd end`,
-		"bytes that are not UTF-8 are on the page, replaced as encoding/json replaces them")
+	page := f.body("/api/v1/runs/" + liveRun + "/state?at=999999")
+	require.Contains(t, string(jsonref.Comparable(page)), string(jsonref.Comparable([]byte(`\ufffd\ufffd end`))),
+		"bytes that are not UTF-8 are on the page, replaced as encoding/json replaces them (from Go 1.27 by U+FFFD)")
 	for path, old := range expect {
 		if path[0] != '/' || path[:4] != "/api" {
 			path = "/api/v1/runs/" + liveRun + path

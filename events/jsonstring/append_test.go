@@ -1,16 +1,17 @@
 package jsonstring
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/events/jsonstring/jsonref"
 )
 
-// FuzzAppendJSONStringAgreesWithMarshal: a string is appended as json.Marshal encodes it, byte for byte, after bytes
-// already there, whatever it holds: escapes short and long, HTML's characters, line separators, DEL, non-ASCII and
-// invalid UTF-8, a multi-byte character cut at the end.
+// FuzzAppendJSONStringAgreesWithMarshal: a string is appended as json.Marshal encodes it (Go 1.26's: jsonref), byte
+// for byte, after bytes already there, whatever it holds: escapes short and long, HTML's characters, line
+// separators, DEL, non-ASCII and invalid UTF-8, a multi-byte character cut at the end.
 func FuzzAppendJSONStringAgreesWithMarshal(f *testing.F) {
 	for _, seed := range []string{
 		"", "plain", "--- delegate s1 (ok) ---\ndone\n--- end delegate s1 ---", `q"uote\back`, "<a&b>",
@@ -20,8 +21,7 @@ func FuzzAppendJSONStringAgreesWithMarshal(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		want, err := json.Marshal(s)
-		require.NoError(t, err)
+		want := jsonref.MarshalString(s)
 		require.Equal(t, "x"+string(want), string(Append([]byte("x"), s)), "%q", s)
 	})
 }

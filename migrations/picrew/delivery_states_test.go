@@ -4,11 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/crewlog/crewlog/events/jsonstring/jsonref"
 )
 
 // TestADeliveryFileOfManyStatesIsReadInLittleMemory: a run's workers write delivery.json, up to maxWholeFile bytes,
@@ -105,6 +108,25 @@ func FuzzDeliveryStatesAgreeWithReference(f *testing.F) {
 		gotStates, _, gotOK := got.parseDelivery(runA, "delivery.json", b, nil)
 		require.Equal(t, wantOK, gotOK)
 		require.Equal(t, wantStates, gotStates)
-		require.Equal(t, want.skipped, got.skipped)
+		require.Equal(t, comparableSkips(want.skipped), comparableSkips(got.skipped))
 	})
+}
+
+// goValueOf is how encoding/json names what a value that does not fit was decoded into: a struct's field, or a
+// value of a type.
+var goValueOf = regexp.MustCompile(`into Go (struct field \S* of type|value of type)`)
+
+// comparableSkips is skipped as the reference's reasons compare with parseDelivery's on this build: from Go 1.27
+// (encoding/json on json/v2, jsonref.V2) a type error names the struct field of the whole file the reference
+// decodes, and only the type of the member parseDelivery decodes alone, so there the two are compared without those
+// words.
+func comparableSkips(skipped []Skipped) []Skipped {
+	if !jsonref.V2 {
+		return skipped
+	}
+	out := slices.Clone(skipped)
+	for i := range out {
+		out[i].Reason = goValueOf.ReplaceAllString(out[i].Reason, "into Go value of type")
+	}
+	return out
 }
