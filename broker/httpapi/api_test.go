@@ -347,9 +347,10 @@ func TestTargetsThatAreNotPaths(t *testing.T) {
 	}
 }
 
-// TestMethodNotAllowedNamesTheRoutesMethods: a 405 says in Allow which methods its route answers (RFC 9110
-// §15.5.6): GET and HEAD on the read routes and the page's files, GET alone on the stream (a HEAD would open it for
-// nobody) and on /login (which spends a code), POST alone on /api/v1/login.
+// TestMethodNotAllowedNamesTheRoutesMethods: a 405 says in Allow which methods its route answers (RFC 9110 §15.5.6):
+// GET and HEAD on the read routes, the probes (a CONNECT among the others: a 2xx to it made Go 1.26.8's server read a
+// tunnel as requests, GO-2026-6613) and the page's files, GET alone on the stream (a HEAD would open it for nobody)
+// and on /login (which spends a code), POST alone on /api/v1/login.
 func TestMethodNotAllowedNamesTheRoutesMethods(t *testing.T) {
 	f := newFixture(t, Options{Metrics: NewMetrics()})
 	type refusal struct{ method, path, allow string }
@@ -365,6 +366,8 @@ func TestMethodNotAllowedNamesTheRoutesMethods(t *testing.T) {
 		refusal{http.MethodPost, "/login", "GET"}, refusal{http.MethodHead, "/login", "GET"},
 		refusal{http.MethodGet, "/api/v1/login", "POST"}, refusal{http.MethodHead, "/api/v1/login", "POST"},
 		refusal{http.MethodPost, "/", "GET, HEAD"}, refusal{http.MethodPut, "/app.js", "GET, HEAD"},
+		refusal{http.MethodPost, "/healthz", "GET, HEAD"}, refusal{http.MethodConnect, "/healthz", "GET, HEAD"},
+		refusal{http.MethodDelete, "/readyz", "GET, HEAD"}, refusal{http.MethodConnect, "/readyz", "GET, HEAD"},
 	)
 	for _, c := range cases {
 		t.Run(c.method+" "+c.path, func(t *testing.T) {

@@ -4,6 +4,9 @@ import "net/http"
 
 // GET /healthz: the process serves HTTP.
 func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
+	if !probeMethod(w, r) {
+		return
+	}
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Write([]byte("ok\n"))
@@ -11,6 +14,9 @@ func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 
 // GET /readyz: the engine accepts commands (neither it nor its owner failed stop); otherwise why not (NotReady).
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	if !probeMethod(w, r) {
+		return
+	}
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	if why := s.notReady(); why != "" {
@@ -30,4 +36,16 @@ func (s *Server) notReady() string {
 		return "the engine stopped after a commit error; crewd restarts"
 	}
 	return ""
+}
+
+// probeMethod answers 405 to a probe sent with another method than GET or HEAD, as every route but the login does,
+// and says whether the probe may be answered. NB: a 2xx to a CONNECT (whose target may be a path) tells a proxy in
+// front that the connection is now a tunnel, while net/http before Go 1.26.9 went on reading requests from it
+// (GO-2026-6613: requests smuggled past the proxy).
+func probeMethod(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return true
+	}
+	writeError(w, methodNotAllowed(allowGetHead, "%s %s: use GET", r.Method, r.URL.Path))
+	return false
 }

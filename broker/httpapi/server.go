@@ -240,8 +240,9 @@ func (s *Server) Close() error {
 // closeGrace is the time Close gives the requests in progress to finish.
 const closeGrace = 2 * time.Second
 
-// maxHeaderBytes bounds a request's line and headers (net/http reads up to 4 KiB more before it refuses 431): a client
-// cannot have crewd hold a megabyte (net/http's default) of each of its connections' headers.
+// maxHeaderBytes bounds a request's line and headers (net/http reads up to 4 KiB more before it refuses 431, 8 KiB
+// more on a connection kept alive: TestARequestsHeadersAreBounded): a client cannot have crewd hold a megabyte
+// (net/http's default) of each of its connections' headers.
 const maxHeaderBytes = 16 << 10
 
 // enter counts a request in progress, for Close to wait for; false once Close has begun, when the request must not
