@@ -7,8 +7,9 @@
 //
 //   - a byte that does not begin valid UTF-8 in a string: Go 1.26 wrote the escape \ufffd, Go 1.27 the character
 //     U+FFFD itself;
-//   - U+2028 and U+2029 inside a json.RawMessage: Go 1.26 escaped them (\u2028, \u2029) as it does in a string, Go
-//     1.27 copies them as they are.
+//   - U+2028 and U+2029 inside a raw value (a json.RawMessage) written by an Encoder that does not escape HTML
+//     (SetEscapeHTML(false), as broker/wire's generic frames are): Go 1.26 copied them as they are, Go 1.27
+//     escapes them (\u2028, \u2029), as both do in a string.
 //
 // A test that held an encoder to json.Marshal byte for byte holds it to MarshalString where its values are strings
 // (the same bytes on every release), and compares through Comparable where they are structs: exact where
