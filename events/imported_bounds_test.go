@@ -99,7 +99,7 @@ func TestAskOptionsProblem(t *testing.T) {
 }
 
 // TestImportedIDsFitAFrame: an imported id is bounded by the bytes JSON writes it in, as well as its chars: 256 chars
-// that crewlog's encoders write in six bytes each, as Go 1.26's encoding/json did (jsonref: '<', '>', '&', a control
+// that Go 1.26's encoding/json writes in six bytes each (jsonref; Go 1.27's in no more: '<', '>', '&', a control
 // char, U+2028, an invalid byte) took 1,536 bytes, larger alone than a frame of 1 KiB, and every read that met it (its
 // task in query.tasks, its message in msg.inbox) answered oversize-frame for good. Every id an import may record takes
 // at most as many bytes as the longest id crewlog's own commands record ([A-Za-z0-9_-], MaxIDChars), and so fits where

@@ -4,7 +4,7 @@ import "net/http"
 
 // GET /healthz: the process serves HTTP.
 func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
-	if !probeMethod(w, r) {
+	if !getOrHead(w, r) {
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
@@ -14,7 +14,7 @@ func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 
 // GET /readyz: the engine accepts commands (neither it nor its owner failed stop); otherwise why not (NotReady).
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
-	if !probeMethod(w, r) {
+	if !getOrHead(w, r) {
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
@@ -38,11 +38,11 @@ func (s *Server) notReady() string {
 	return ""
 }
 
-// probeMethod answers 405 to a probe sent with another method than GET or HEAD, as every route but the login does,
-// and says whether the probe may be answered. NB: a 2xx to a CONNECT (whose target may be a path) tells a proxy in
+// getOrHead answers 405 to a request to the probes or the page's files sent with another method than GET or HEAD, and
+// says whether the request may be answered. NB: a 2xx to a CONNECT (whose target may be a path) tells a proxy in
 // front that the connection is now a tunnel, while net/http before Go 1.26.9 went on reading requests from it
 // (GO-2026-6613: requests smuggled past the proxy).
-func probeMethod(w http.ResponseWriter, r *http.Request) bool {
+func getOrHead(w http.ResponseWriter, r *http.Request) bool {
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
 		return true
 	}

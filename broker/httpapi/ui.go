@@ -24,8 +24,7 @@ func (s *Server) uiHandler() http.Handler {
 	}
 	files := http.FileServerFS(ui)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			writeError(w, methodNotAllowed(allowGetHead, "%s %s: use GET", r.Method, r.URL.Path))
+		if !getOrHead(w, r) {
 			return
 		}
 		h := w.Header()
