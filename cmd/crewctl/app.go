@@ -148,6 +148,23 @@ func args(n int, names string) cobra.PositionalArgs {
 	}
 }
 
+// runFlagOnly refuses positional arguments of a command that takes its run as --run: tasks, jobs and show run take
+// it as an argument, so the run typed as one here is the likely slip, and the error shows the command as it should
+// have been typed rather than only counting its arguments.
+func runFlagOnly(command string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, got []string) error {
+		switch len(got) {
+		case 0:
+			return nil
+		case 1:
+			return usagef("%s takes the run as a flag, not an argument: crewctl %s --run %s", command, command,
+				printable(got[0]))
+		default:
+			return usagef("%s takes no arguments (the run is --run ID), got %d", command, len(got))
+		}
+	}
+}
+
 // open opens the store read-only, mapping failures to exit codes: a
 // damaged store is a finding (1), anything else means it cannot be read (3).
 func (a *app) open(dir string) (*eventlog.Log, error) {

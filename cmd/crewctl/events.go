@@ -54,7 +54,7 @@ func (a *app) eventsCmd() *cobra.Command {
 		Long: `events pages through a run's events (events.since) and, with --follow, keeps
 printing new ones as they commit (events.subscribe), resuming by itself after a
 resync frame. With --json each event is one JSON line, as the broker sends it.`,
-		Args: args(0, "no arguments"),
+		Args: runFlagOnly("events"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if run == "" {
 				return usagef("events: name the run with --run (events are per run)")

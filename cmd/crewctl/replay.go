@@ -114,7 +114,7 @@ memory; the file is gone when replay ends.
 The store must not be held by a running crewd (Pebble locks it even for
 readers): stop crewd, or replay a backup made with 'crewctl backup'. With --nats
 it replays a JetStream cluster's log (a temporary copy of the stream).`,
-		Args: args(0, "no arguments"),
+		Args: runFlagOnly("replay"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// NB: 0 is the flag's "not given" (the head); given, it names no
 			// position, and replaying the whole log in its place would answer
