@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/crewlog/crewlog/audit"
+	"github.com/crewlog/crewlog/broker/wire"
 	"github.com/crewlog/crewlog/eventlog"
 )
 
@@ -187,14 +188,19 @@ func (a *app) open(dir string) (*eventlog.Log, error) {
 	return nil, openErr(fmt.Errorf("crewctl: %w", err))
 }
 
+// tokenPath is the admin token file crewctl sends: --token-file, else <data>/admin.token ("" with neither).
+func (a *app) tokenPath() string {
+	if a.tokenFile != "" || a.dataDir == "" {
+		return a.tokenFile
+	}
+	return filepath.Join(a.dataDir, adminTokenFile)
+}
+
 // token returns the admin token from --token-file or <data>/admin.token.
 func (a *app) token() (string, error) {
-	path := a.tokenFile
+	path := a.tokenPath()
 	if path == "" {
-		if a.dataDir == "" {
-			return "", usagef("no admin token file: pass --token-file or --data")
-		}
-		path = filepath.Join(a.dataDir, adminTokenFile)
+		return "", usagef("no admin token file: pass --token-file or --data")
 	}
 	tok, err := readToken(path)
 	if err != nil {
@@ -211,9 +217,22 @@ func (a *app) connect(ctx context.Context) (Broker, error) {
 	}
 	b, err := a.dial(ctx, a.socket, tok)
 	if err != nil {
-		return nil, openErr(fmt.Errorf("crewctl: connect to crewd at %s: %w", a.socket, err))
+		return nil, a.unreachedErr("", err)
 	}
 	return b, nil
+}
+
+// unreachedErr is the error of a connection to crewd that failed with err, what naming the command ("" for a view).
+// A hello crewd refuses as auth is, as a rule, the token of another data directory: crewd started with --data DIR and
+// crewctl run without it sends the default one's. The hint names the file sent and the flags that choose it, which
+// a bare "hello rejected" leaves the operator to guess.
+func (a *app) unreachedErr(what string, err error) error {
+	e := openErr(fmt.Errorf("crewctl: %sconnect to crewd at %s: %w", what, a.socket, err))
+	if wire.CodeOf(err) != wire.CodeAuth {
+		return e
+	}
+	return hinted(e, fmt.Sprintf("crewd refused the admin token in %s: it is another crewd's; name this crewd's data "+
+		"directory with --data (or its token file with --token-file)", a.tokenPath()))
 }
 
 // call runs one broker call; its error exits as brokerErr says.

@@ -44,7 +44,7 @@ func (a *app) followPicrew(ctx context.Context, root string) error {
 		if isWireError(err) && !errors.As(err, new(unreached)) {
 			return brokerErr("import picrew --follow", err)
 		}
-		return openErr(fmt.Errorf("crewctl: import picrew --follow: connect to crewd at %s: %w", a.socket, err))
+		return a.unreachedErr("import picrew --follow: ", err)
 	}
 	var (
 		mu       sync.Mutex
