@@ -193,11 +193,15 @@ func dirBytes(dir string) int64 {
 // that a run is not still cached from its last turn.
 const querySample = 200
 
+// sampledRuns is how many finished runs finishedRunSample picks: querySample, or every finished run of a history that
+// has fewer.
+func sampledRuns(runs, active int) int { return max(min(runs-active, querySample), 0) }
+
 // finishedRunSample is up to querySample finished runs spread over the
 // history, the oldest and the newest included.
 func finishedRunSample(runs, active int) []string {
 	finished := runs - active
-	n := min(finished, querySample)
+	n := sampledRuns(runs, active)
 	out := make([]string, 0, n)
 	for i := range n {
 		k := 0

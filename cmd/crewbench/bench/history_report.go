@@ -66,7 +66,7 @@ func (r *HistoryReport) WriteMarkdown(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "\nspread: each query's calls go round %d finished runs; dashboard: all the queries on one run, "+
 		"then the next;\ncrewd CPU per call: its user and system time over a query's calls in the spread order "+
-		"(/proc), which a loaded\nmachine moves far less than the latencies\n", querySample)
+		"(/proc), which a loaded\nmachine moves far less than the latencies\n", sampledRuns(r.Runs, r.Active))
 	return nil
 }
 
