@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -203,6 +204,10 @@ func (a *app) token() (string, error) {
 		return "", usagef("no admin token file: pass --token-file or --data")
 	}
 	tok, err := readToken(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", hinted(openErr(err), "crewd writes admin.token into its data directory at first start and prints "+
+			"the file's path (crewd: admin token file …): name that directory with --data, or the file with --token-file")
+	}
 	if err != nil {
 		return "", openErr(err)
 	}
@@ -224,15 +229,20 @@ func (a *app) connect(ctx context.Context) (Broker, error) {
 
 // unreachedErr is the error of a connection to crewd that failed with err, what naming the command ("" for a view).
 // A hello crewd refuses as auth is, as a rule, the token of another data directory: crewd started with --data DIR and
-// crewctl run without it sends the default one's. The hint names the file sent and the flags that choose it, which
-// a bare "hello rejected" leaves the operator to guess.
+// crewctl run without it sends the default one's. A socket that is missing or that nothing listens at is crewd not
+// started, stopped, or started with another --socket. The hint names the flag that chooses each, which a bare "hello
+// rejected" or "connect: no such file or directory" leaves the operator to guess.
 func (a *app) unreachedErr(what string, err error) error {
 	e := openErr(fmt.Errorf("crewctl: %sconnect to crewd at %s: %w", what, a.socket, err))
-	if wire.CodeOf(err) != wire.CodeAuth {
-		return e
+	switch {
+	case wire.CodeOf(err) == wire.CodeAuth:
+		return hinted(e, fmt.Sprintf("crewd refused the admin token in %s: it is another crewd's; name this crewd's "+
+			"data directory with --data (or its token file with --token-file)", a.tokenPath()))
+	case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ECONNREFUSED):
+		return hinted(e, fmt.Sprintf("no crewd listens at %s: start crewd, or pass the --socket it printed at start "+
+			"(crewd: socket …)", a.socket))
 	}
-	return hinted(e, fmt.Sprintf("crewd refused the admin token in %s: it is another crewd's; name this crewd's data "+
-		"directory with --data (or its token file with --token-file)", a.tokenPath()))
+	return e
 }
 
 // call runs one broker call; its error exits as brokerErr says.
