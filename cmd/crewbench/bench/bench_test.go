@@ -343,31 +343,43 @@ func (s *socketLine) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// TestSim runs the simulation for a few seconds against an in-process crewd.
-func TestSim(t *testing.T) {
-	data := filepath.Join(t.TempDir(), "data") // crewd makes it 0700; t.TempDir's own is 0777 minus the umask
+// simCrewd starts an in-process crewd with delegation and asks on, as sim wants one, and returns its socket, its data
+// directory and what it printed; it is stopped, and must have stopped cleanly, when the test ends.
+func simCrewd(t *testing.T) (sock, data string, out *socketLine) {
+	t.Helper()
+	data = filepath.Join(t.TempDir(), "data") // crewd makes it 0700; t.TempDir's own is 0777 minus the umask
 	// NB: a short socket directory: unix socket paths are limited to 108 bytes.
 	sockDir, err := os.MkdirTemp("", "crewbench-sim-")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
-	sock := filepath.Join(sockDir, "s", "crewd.sock")
+	sock = filepath.Join(sockDir, "s", "crewd.sock")
 	cfg, err := daemon.Load([]string{"--data", data, "--socket", sock, "--max-slots", "8", "--log-level", "error",
 		"--http", "127.0.0.1:0", "--nesting", "--max-depth=4", "--wait-methods"},
 		daemon.Env{Getenv: func(string) string { return "" }, UID: os.Getuid()})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	out := &socketLine{ready: make(chan struct{})}
+	out = &socketLine{ready: make(chan struct{})}
 	ran := make(chan error, 1)
 	go func() { ran <- daemon.Run(ctx, cfg, out, daemon.NewLogger(&bytes.Buffer{}, cfg)) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-ran)
+	})
 	select {
 	case <-out.ready:
 	case err := <-ran:
+		ran <- err
 		t.Fatalf("crewd stopped: %v", err)
 	}
+	return sock, data, out
+}
+
+// TestSim runs the simulation for a few seconds against an in-process crewd.
+func TestSim(t *testing.T) {
+	sock, data, out := simCrewd(t)
 
 	var buf bytes.Buffer
-	err = Simulate(context.Background(), SimOptions{Socket: sock,
+	err := Simulate(context.Background(), SimOptions{Socket: sock,
 		TokenFile: filepath.Join(data, daemon.AdminTokenFile), Runs: 2, Workers: 3, Duration: 2 * time.Second,
 		Seed: 7, Every: 500 * time.Millisecond, Out: &buf})
 	require.NoError(t, err, buf.String())
@@ -402,8 +414,6 @@ func TestSim(t *testing.T) {
 	require.NotEmpty(t, resp.Cookies())
 	_, err = dashboardLink(context.Background(), sock, filepath.Join(data, "no-such-token"))
 	require.ErrorIs(t, err, os.ErrNotExist)
-	cancel()
-	require.NoError(t, <-ran)
 }
 
 // TestCompareClusterTiny runs crewlog as a JetStream cluster's writer

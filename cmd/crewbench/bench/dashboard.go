@@ -22,7 +22,7 @@ func dashboardLink(ctx context.Context, socket, tokenFile string) (string, error
 	defer cancel()
 	c, err := client.Dial(ctx, socket, client.Hello{Role: "admin", Token: strings.TrimSpace(string(tok))}, nil)
 	if err != nil {
-		return "", fmt.Errorf("crewbench: crewd at %s: %w", socket, err)
+		return "", unreachedErr(socket, tokenFile, err)
 	}
 	defer c.Close()
 	var out struct {

@@ -70,7 +70,7 @@ func Simulate(ctx context.Context, o SimOptions) error {
 	s := &simulation{o: o, stats: newSimStats()}
 	admin, err := s.dial(ctx, client.Hello{Role: "admin", Token: strings.TrimSpace(string(tok))})
 	if err != nil {
-		return fmt.Errorf("bench: connect to crewd at %s: %w", o.Socket, err)
+		return unreachedErr(o.Socket, o.TokenFile, err)
 	}
 	defer s.closeAll()
 	fmt.Fprintf(o.Out, "crewbench sim: %d runs × %d workers for %s against %s (seed %d)\n", o.Runs, o.Workers,
