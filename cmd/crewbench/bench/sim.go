@@ -170,6 +170,7 @@ var errRefused = errors.New("bench: refused")
 func simReason(msg, code string) string {
 	for _, r := range []struct{ match, reason string }{
 		{"nested spawn budget exhausted", "slots-exhausted"},
+		{"its share", "slot-share-exceeded"}, // the run's share of the slots, or a worker's of its run's
 		{"requested budget", "budget-insufficient"},
 		{"exceeds maxDepth", "depth-exceeded"},
 		{"not running", "parent-not-running"},
