@@ -16,7 +16,7 @@ import (
 func dashboardLink(ctx context.Context, socket, tokenFile string) (string, error) {
 	tok, err := os.ReadFile(tokenFile)
 	if err != nil {
-		return "", fmt.Errorf("crewbench: admin token: %w", err)
+		return "", fmt.Errorf("bench: admin token: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -29,7 +29,7 @@ func dashboardLink(ctx context.Context, socket, tokenFile string) (string, error
 		URL string `json:"url"`
 	}
 	if err := c.Call(ctx, "dashboard.login", map[string]any{}, &out); err != nil {
-		return "", fmt.Errorf("crewbench: crewd's dashboard: %w", err)
+		return "", fmt.Errorf("bench: crewd's dashboard: %w", err)
 	}
 	return out.URL, nil
 }
