@@ -13,6 +13,10 @@ import (
 // probeTimeout bounds the connect probe of an existing socket file (D§7.1: 250 ms).
 const probeTimeout = 250 * time.Millisecond
 
+// ErrAlreadyServing is Listen's error when a live listener answers at the socket path: another broker (as a rule
+// another crewd) serves there, and its socket is left alone.
+var ErrAlreadyServing = errors.New("already serving")
+
 // Listen binds the socket, with pi-crew's and tailscale's (safesocket/unixsocket.go) precautions:
 //
 //  1. the socket's directory is created if missing: 0700, or 0750 with group SocketGroup when one is set; an
@@ -144,7 +148,7 @@ func clearStale(path string) error {
 	c, err := net.DialTimeout("unix", path, probeTimeout)
 	if err == nil {
 		c.Close()
-		return fmt.Errorf("broker: %s: already serving", path)
+		return fmt.Errorf("broker: %s: %w", path, ErrAlreadyServing)
 	}
 	// Only a refusal, or the file gone since the lstat (a broker that unlinked it as it stopped), proves nobody
 	// listens: a live listener whose backlog is full (a flood of connects it has not accepted yet) answers EAGAIN,

@@ -288,6 +288,10 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer, lg *slog.Logger) (er
 	}
 	defer srv.Close()
 	if err := srv.Listen(); err != nil {
+		if errors.Is(err, broker.ErrAlreadyServing) {
+			return fmt.Errorf("daemon: another crewd (or another broker) already listens at %s: stop it first, or "+
+				"start this crewd with another --socket: %w", bopts.SocketPath, err)
+		}
 		return fmt.Errorf("daemon: %w", err)
 	}
 	notReady := func() string {
