@@ -39,8 +39,12 @@ func (r sinkRecord) Payload() []byte { return r.Bytes[len(r.Bytes)-r.PayloadLen:
 // it: one committer goroutine takes the first queued request, drains
 // whatever else is queued (up to maxGroup), decides each against the
 // working state — so each sees the ones before it, and the version check of
-// optimistic concurrency cannot fail —, writes the whole group with one sync
-// and answers. It is the reference's group-commit committer loop.
+// optimistic concurrency cannot fail —, and hands the group to a writer
+// goroutine, which writes it with one sync and answers. While the writer
+// writes a group, the committer keeps the next one open and decides every
+// request as it arrives, and hands it off once that write has returned: the
+// pipeline of crewlog's engine (commands/pipeline.go), whose decisions
+// overlap the sync before them.
 //
 // Concurrency: Admit and Settle from any goroutine. Errors: after a sink
 // error the store fails stop.
@@ -56,6 +60,9 @@ type groupStore struct {
 	close sync.Once
 	// commits counts the groups written (one sync each).
 	commits atomic.Int64
+	// afterDecide, when set, runs after each request is decided: only a
+	// test sets it, to see what is decided while a group's write runs.
+	afterDecide func()
 }
 
 const maxGroup = 1024
@@ -133,57 +140,109 @@ func (g *groupStore) Settle(ctx context.Context, run, subID, outcome string) err
 	return g.submit(ctx, &groupReq{run: run, subID: subID, outcome: outcome})
 }
 
+// groupFlight is one group: its requests, their records and the records'
+// bytes. The committer fills one while the writer writes the other.
+type groupFlight struct {
+	pend []*groupReq
+	recs []sinkRecord
+	buf  []byte
+}
+
+// commit is the committer: it decides the requests into an open group, and
+// keeps that group open — deciding every request as it arrives — while the
+// group before it is written and synced, then hands it to the writer once
+// that write has returned (or when it is full, after waiting for it). So a
+// group holds what arrived during one sync and its decisions overlap the
+// sync, as in crewlog's engine (commands/pipeline.go), and the sink is still
+// written by one goroutine, one group and one sync at a time.
 func (g *groupStore) commit() {
 	defer close(g.quit)
-	var pend []*groupReq
-	var recs []sinkRecord
-	var buf []byte
+	toWrite, written := make(chan *groupFlight), make(chan *groupFlight)
+	go g.write(toWrite, written)
+	defer close(toWrite)
+	open, spare := &groupFlight{}, &groupFlight{}
+	writing := false
 	for {
 		var first *groupReq
 		select {
 		case first = <-g.reqs:
 		case <-g.done:
+			if writing {
+				<-written
+			}
 			return
 		}
-		pend = append(pend[:0], first)
-	drain:
-		for len(pend) < maxGroup {
-			select {
-			case r := <-g.reqs:
-				pend = append(pend, r)
-			default:
-				break drain
+		open.pend, open.recs, open.buf = open.pend[:0], open.recs[:0], open.buf[:0]
+		g.add(open, first)
+		for writing {
+			in := g.reqs
+			if len(open.pend) >= maxGroup {
+				in = nil // full: wait for the write only
 			}
-		}
-		recs, buf = recs[:0], buf[:0]
-		now := time.Now()
-		for _, r := range pend {
-			recs, buf, r.answer, r.err = g.decide(r, recs, buf, now)
+			select {
+			case f := <-written:
+				spare, writing = f, false
+			case r := <-in:
+				g.add(open, r)
+			}
 		}
 		// NB: records point into buf, which may have moved while growing:
 		// slice them only now.
 		off := 0
-		for i := range recs {
-			n := len(recs[i].Bytes)
-			recs[i].Bytes = buf[off : off+n]
+		for i := range open.recs {
+			n := len(open.recs[i].Bytes)
+			open.recs[i].Bytes = open.buf[off : off+n]
 			off += n
 		}
+		toWrite <- open
+		open, spare, writing = spare, nil, true
+	}
+}
+
+// add decides r and whatever else is queued (up to maxGroup in all) into f.
+func (g *groupStore) add(f *groupFlight, r *groupReq) {
+	from := len(f.pend)
+	f.pend = append(f.pend, r)
+drain:
+	for len(f.pend) < maxGroup {
+		select {
+		case r := <-g.reqs:
+			f.pend = append(f.pend, r)
+		default:
+			break drain
+		}
+	}
+	now := time.Now()
+	for _, r := range f.pend[from:] {
+		f.recs, f.buf, r.answer, r.err = g.decide(r, f.recs, f.buf, now)
+		if g.afterDecide != nil {
+			g.afterDecide()
+		}
+	}
+}
+
+// write is the writer: it writes each group handed to it with one sync,
+// answers its requests, and hands it back on written. After a sink error
+// the store fails stop: every later group is answered with the error.
+func (g *groupStore) write(toWrite <-chan *groupFlight, written chan<- *groupFlight) {
+	for f := range toWrite {
 		err := g.failure()
-		if err == nil && len(recs) > 0 {
+		if err == nil && len(f.recs) > 0 {
 			g.commits.Add(1)
-			if err = g.sink.Write(recs, buf); err != nil {
+			if err = g.sink.Write(f.recs, f.buf); err != nil {
 				g.mu.Lock()
 				g.fail = fmt.Errorf("bench: commit: %w", err)
 				g.mu.Unlock()
 				err = g.failure()
 			}
 		}
-		for _, r := range pend {
+		for _, r := range f.pend {
 			if err != nil {
 				r.err = err
 			}
 			close(r.ready)
 		}
+		written <- f
 	}
 }
 
