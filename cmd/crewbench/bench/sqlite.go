@@ -213,10 +213,15 @@ func (s *sqliteStore) Close() error { return s.db.Close() }
 // The run's state lives in the committer's memory, as it does for the file
 // and Pebble sinks and in crewlog's projections: the table is the log, and
 // UNIQUE(stream, version) is its stream index.
+//
+// NB: the transaction is the connection's own BEGIN and COMMIT, prepared
+// once like the insert, not a database/sql Tx: Tx.StmtContext prepares a
+// statement that was prepared on a Conn again, in every transaction, so
+// through a Tx each group paid a prepare of its insert.
 type sqliteSink struct {
-	db     *sql.DB
-	conn   *sql.Conn
-	insert *sql.Stmt
+	db                              *sql.DB
+	conn                            *sql.Conn
+	begin, insert, commit, rollback *sql.Stmt
 }
 
 const sqliteSinkSchema = `
@@ -244,9 +249,18 @@ func openSQLiteSink(dir string) (*sqliteSink, error) {
 	if s.conn, err = db.Conn(ctx); err == nil {
 		_, err = s.conn.ExecContext(ctx, sqliteSinkSchema)
 	}
-	if err == nil {
-		s.insert, err = s.conn.PrepareContext(ctx,
-			`INSERT INTO events(position, stream, version, type, time, data) VALUES (?, ?, ?, ?, ?, ?)`)
+	for _, st := range []struct {
+		stmt  **sql.Stmt
+		query string
+	}{
+		{&s.begin, `BEGIN`},
+		{&s.insert, `INSERT INTO events(position, stream, version, type, time, data) VALUES (?, ?, ?, ?, ?, ?)`},
+		{&s.commit, `COMMIT`},
+		{&s.rollback, `ROLLBACK`},
+	} {
+		if err == nil {
+			*st.stmt, err = s.conn.PrepareContext(ctx, st.query)
+		}
 	}
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("bench: sqlite: %w", err), s.Close())
@@ -256,23 +270,21 @@ func openSQLiteSink(dir string) (*sqliteSink, error) {
 
 func (s *sqliteSink) Write(recs []sinkRecord, _ []byte) (err error) {
 	ctx := context.Background()
-	tx, err := s.conn.BeginTx(ctx, nil)
-	if err != nil {
+	if _, err := s.begin.ExecContext(ctx); err != nil {
 		return fmt.Errorf("bench: sqlite begin: %w", err)
 	}
 	defer func() {
 		if err != nil {
-			_ = tx.Rollback()
+			_, _ = s.rollback.ExecContext(ctx)
 		}
 	}()
-	ins := tx.StmtContext(ctx, s.insert)
 	for _, r := range recs {
-		if _, err := ins.ExecContext(ctx, int64(r.Pos), r.Stream, int64(r.Version), r.Type, r.TimeNs,
+		if _, err := s.insert.ExecContext(ctx, int64(r.Pos), r.Stream, int64(r.Version), r.Type, r.TimeNs,
 			r.Payload()); err != nil {
 			return fmt.Errorf("bench: sqlite insert: %w", err)
 		}
 	}
-	if err := tx.Commit(); err != nil {
+	if _, err := s.commit.ExecContext(ctx); err != nil {
 		return fmt.Errorf("bench: sqlite commit: %w", err)
 	}
 	return nil
@@ -302,8 +314,10 @@ func (s *sqliteSink) ReadAll(fn func(decodedRecord) error) error {
 
 func (s *sqliteSink) Close() error {
 	var errs []error
-	if s.insert != nil {
-		errs = append(errs, s.insert.Close())
+	for _, st := range []*sql.Stmt{s.begin, s.insert, s.commit, s.rollback} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
 	}
 	if s.conn != nil {
 		errs = append(errs, s.conn.Close())
