@@ -23,7 +23,8 @@ type Final struct {
 	// each other in the run's order: events committed together are.
 	Split int
 	// Unmatched counts admissions, settlements and messages whose
-	// delegation's other events are missing or out of order.
+	// delegation's other events are missing or out of order, and
+	// admissions of a delegation admitted before.
 	Unmatched int
 	// MaxInFlight is the most delegations in flight at once, replaying the
 	// run's events in order.
@@ -44,6 +45,11 @@ type replay struct {
 	last     string            // the previous event's type
 	lastSub  string            // and its delegation
 	inFlight map[string]string // admitted, not settled: subId → the mailbox message id once delivered
+	// admitted holds every delegation admitted so far, settled or not: an
+	// admission of one already settled is a duplicate too, which inFlight
+	// alone no longer shows (and a store that wrote one operation twice and
+	// lost another would read back the right count).
+	admitted map[string]bool
 }
 
 func newFinals() *finals { return &finals{runs: map[string]*Final{}, replay: map[string]*replay{}} }
@@ -75,7 +81,7 @@ func (f *finals) add(run, typ string, p any) {
 	r, ok := f.runs[run]
 	if !ok {
 		r = &Final{Events: map[string]int{}, Rejected: map[string]int{}}
-		f.runs[run], f.replay[run] = r, &replay{inFlight: map[string]string{}}
+		f.runs[run], f.replay[run] = r, &replay{inFlight: map[string]string{}, admitted: map[string]bool{}}
 	}
 	rp := f.replay[run]
 	r.Events[typ]++
@@ -92,10 +98,10 @@ func (f *finals) add(run, typ string, p any) {
 		if !follows(events.TypeDelegateRequested) {
 			r.Split++
 		}
-		if _, dup := rp.inFlight[sub]; dup {
+		if rp.admitted[sub] {
 			r.Unmatched++
 		}
-		rp.inFlight[sub] = ""
+		rp.admitted[sub], rp.inFlight[sub] = true, ""
 		r.MaxInFlight = max(r.MaxInFlight, len(rp.inFlight))
 	case events.TypeBudgetReserved:
 		r.Spent += p.(*events.BudgetReserved).Tokens

@@ -71,3 +71,65 @@ func TestReadBackRefusesThinnerPayloads(t *testing.T) {
 		})
 	}
 }
+
+// TestTimedRecheckRefusesALostOrDuplicatedOperation: the state read back
+// after a timed cell must hold exactly the operations the clients finished,
+// whole, so a store that lost or duplicated one — or any event of one — is
+// refused rather than timed.
+func TestTimedRecheckRefusesALostOrDuplicatedOperation(t *testing.T) {
+	const ops = 4
+	st := &runState{Granted: timedBudget, Slots: timedSlots}
+	var all [][]event // per operation: its decision's events, then its settlement's
+	for range ops {
+		sub := newSubID()
+		evs := decisionEvents(st, sub, "", timedTokens, 1_700_000_000_000)
+		st.admit(sub, timedTokens)
+		settled, err := settleEvents(sub, "ok")
+		require.NoError(t, err)
+		all = append(all, append(evs, settled...))
+	}
+	fold := func(evs []event) map[string]Final {
+		f := newFinals()
+		for _, e := range evs {
+			f.add("run-0", e.Type, e.Payload)
+		}
+		return f.result()
+	}
+	without := func(op, i int) []event { // every event but operation op's i-th
+		var out []event
+		for o, evs := range all {
+			for j, e := range evs {
+				if o != op || j != i {
+					out = append(out, e)
+				}
+			}
+		}
+		return out
+	}
+	whole := func(n int) []event {
+		var out []event
+		for _, evs := range all[:n] {
+			out = append(out, evs...)
+		}
+		return out
+	}
+	require.Empty(t, checkTimed(fold(whole(ops)), []string{"run-0"}, ops), "every operation, whole")
+	for _, tc := range []struct {
+		name string
+		evs  []event
+	}{
+		{"an operation lost", whole(ops - 1)},
+		{"an operation written twice", append(whole(ops), all[1]...)},
+		{"an operation lost and another written twice", append(whole(ops-1), all[1]...)},
+		{"a decision's request lost", without(2, 0)},
+		{"a decision's admission lost", without(2, 1)},
+		{"a decision's reservation lost", without(2, 2)},
+		{"a settlement's result lost", without(2, 3)},
+		{"a settlement's terminal event lost", without(2, 4)},
+		{"a settlement written twice", append(whole(ops), all[3][3:]...)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.NotEmpty(t, checkTimed(fold(tc.evs), []string{"run-0"}, ops))
+		})
+	}
+}
