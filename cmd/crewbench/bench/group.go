@@ -274,16 +274,18 @@ func (g *groupStore) decide(r *groupReq, recs []sinkRecord, buf []byte, now time
 		ans.Reason = reason
 	}
 	for i, e := range evs {
-		p, err := events.EncodePayload(e.Payload)
-		if err != nil {
-			return recs, buf, ans, err
-		}
 		g.pos++
 		st.Version++
-		start := len(buf)
-		buf = appendRecord(buf, g.pos, r.run, st.Version, e.Type, now.UnixNano(), p)
+		var start int
+		buf, start = appendRecordHead(buf, g.pos, r.run, st.Version, e.Type, now.UnixNano())
+		head := len(buf)
+		var err error
+		if buf, err = events.AppendPayload(buf, e.Payload); err != nil {
+			return recs, buf[:start], ans, err // NB: buf holds whole records only
+		}
+		buf = sealRecord(buf, start)
 		recs = append(recs, sinkRecord{Pos: g.pos, Version: st.Version, Stream: r.run, Type: e.Type,
-			TimeNs: now.UnixNano(), Bytes: buf[start:], PayloadLen: len(p), First: i == 0})
+			TimeNs: now.UnixNano(), Bytes: buf[start:], PayloadLen: len(buf) - head, First: i == 0})
 	}
 	return recs, buf, ans, nil
 }

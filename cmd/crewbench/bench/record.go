@@ -21,7 +21,17 @@ var errBadRecord = errors.New("bench: bad record")
 
 func appendRecord(dst []byte, pos uint64, stream string, version uint64, typ string, nowNs int64,
 	payload []byte) []byte {
-	start := len(dst)
+	dst, start := appendRecordHead(dst, pos, stream, version, typ, nowNs)
+	return sealRecord(append(dst, payload...), start)
+}
+
+// appendRecordHead appends a record's envelope, its length and checksum left
+// to sealRecord, and returns where the record starts: the payload is
+// appended right after it, so it can be encoded in place
+// (events.AppendPayload, as crewlog's writer encodes), with no copy of its own.
+func appendRecordHead(dst []byte, pos uint64, stream string, version uint64, typ string,
+	nowNs int64) (_ []byte, start int) {
+	start = len(dst)
 	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0)
 	dst = binary.BigEndian.AppendUint64(dst, pos)
 	dst = binary.BigEndian.AppendUint64(dst, version)
@@ -30,7 +40,12 @@ func appendRecord(dst []byte, pos uint64, stream string, version uint64, typ str
 	dst = append(dst, stream...)
 	dst = binary.AppendUvarint(dst, uint64(len(typ)))
 	dst = append(dst, typ...)
-	dst = append(dst, payload...)
+	return dst, start
+}
+
+// sealRecord writes the length and checksum of the record that starts at
+// start and runs to dst's end.
+func sealRecord(dst []byte, start int) []byte {
 	body := dst[start+8:]
 	binary.BigEndian.PutUint32(dst[start:], uint32(len(body)))
 	binary.BigEndian.PutUint32(dst[start+4:], crc32.Checksum(body, castagnoli))
