@@ -39,12 +39,19 @@ var (
 )
 
 func openEngineStore(dir string, slots int, withIDs bool) (*engineStore, error) {
+	return openObservedEngineStore(dir, slots, withIDs, nil)
+}
+
+// openObservedEngineStore is openEngineStore with obs told of every group
+// and snapshot (nil: none).
+func openObservedEngineStore(dir string, slots int, withIDs bool, obs commands.Observer) (*engineStore, error) {
 	l, err := eventlog.Open(filepath.Join(dir, "crewlog"), nil)
 	if err != nil {
 		return nil, err
 	}
 	cfg := benchConfig(slots)
-	e, err := commands.Open(l, commands.Options{Config: &cfg, ExpiryInterval: -1})
+	// NB: the engine's defaults otherwise, as crewd opens it (its clock's tick, retention, snapshots, linger).
+	e, err := commands.Open(l, commands.Options{Config: &cfg, Observer: obs})
 	if err != nil {
 		_ = l.Close()
 		return nil, err
@@ -69,8 +76,16 @@ func benchConfig(slots int) projections.Config {
 	// crewd's rules of a worker's shares (--share-by-delegator, --worker-slot-share); the slot rule stays off
 	// with the run's, as SlotShare is 0.
 	cfg.ShareByDelegator, cfg.WorkerSlotShare = true, true
+	// The rest as crewd ships it (TestBenchConfigIsCrewdsDefaults): its depth, which the workload's delegations
+	// (depth 2) reach, the run's reserve of its quotas for its orchestrator, the settlement's check of its
+	// parent's attempt, and no wait methods. DefaultConfig is what a log holds before its first engine.configured.
+	cfg.MaxDepth, cfg.QuotaReserve, cfg.RerouteEndedAttempts, cfg.WaitMethodsEnabled = benchMaxDepth,
+		projections.DefaultQuotaReserve, true, false
 	return cfg
 }
+
+// benchMaxDepth is crewd's --max-depth, which every implementation records in a decision's policy.
+const benchMaxDepth = 2
 
 // benchQuota is the events and the bytes quota of a run in crewbench: an hour of a million admissions a second,
 // each some ten events and a kilobyte of text, stays under it.

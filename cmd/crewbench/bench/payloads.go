@@ -25,7 +25,7 @@ const (
 func policyOf(st *runState, tokens int64) *events.Policy {
 	return &events.Policy{
 		NestingEnabled: true, Trusted: true, ParentStatus: "running", ParentRole: "executor", Role: "explorer",
-		Depth: 1, ChildDepth: 2, MaxDepth: 4, Held: len(st.InFlight), Capacity: st.Slots,
+		Depth: 1, ChildDepth: 2, MaxDepth: benchMaxDepth, Held: len(st.InFlight), Capacity: st.Slots,
 		Metered: true, Granted: st.Granted, Spent: st.Spent, Requested: tokens,
 		UnmeteredDelegates: events.UnmeteredAllow, CatalogSize: -1, TimeoutSec: 900,
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/crewlog/crewlog/broker"
+	"github.com/crewlog/crewlog/broker/httpapi"
 	"github.com/crewlog/crewlog/cmd/crewd/daemon"
 	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/eventlog"
@@ -77,7 +78,8 @@ func serveSocketChild(v string, stdin io.Reader, stdout io.Writer) error {
 	if err := json.Unmarshal([]byte(v), &job); err != nil {
 		return err
 	}
-	e, err := openEngineStore(job.Dir, job.Slots, true)
+	// NB: crewd's metrics, which it keeps of every group (httpapi.Metrics, the engine's observer in crewd).
+	e, err := openObservedEngineStore(job.Dir, job.Slots, true, httpapi.NewMetrics())
 	if err != nil {
 		return err
 	}
