@@ -9,9 +9,11 @@
 // optimistic concurrency on the run; each admission is followed by its
 // settlement (mailbox.appended + the terminal delegate event) so its slot
 // frees. The implementations (Impls): the physical limit (a preallocated
-// file + fdatasync behind a group committer), plain Pebble, SQLite and NATS
-// JetStream behind the same committer, crewlog's Engine in-process and over
-// its socket (a commandId with every command), crewlog as the writer of a
+// file + fdatasync behind a group committer, which decides the next group
+// while one is written and synced, as crewlog's engine does), plain Pebble,
+// SQLite and NATS JetStream behind the same committer, crewlog's Engine
+// (under crewd's engine config but for what the workload needs) in-process
+// and over its socket (a commandId with every command), crewlog as the writer of a
 // JetStream cluster (commands/cluster: R1, and R3 on three servers, over
 // loopback TCP, crewlog-jetstream-r1/-r3), SQLite and JetStream in their
 // naive forms (a transaction, or an optimistic publish, per operation), and
