@@ -236,8 +236,8 @@ func (a *app) unreachedErr(what string, err error) error {
 	e := openErr(fmt.Errorf("crewctl: %sconnect to crewd at %s: %w", what, a.socket, err))
 	switch {
 	case wire.CodeOf(err) == wire.CodeAuth:
-		return hinted(e, fmt.Sprintf("crewd refused the admin token in %s: it is another crewd's; name this crewd's "+
-			"data directory with --data (or its token file with --token-file)", a.tokenPath()))
+		return hinted(e, fmt.Sprintf("crewd refused the admin token in %s, most likely another crewd's: name this "+
+			"crewd's data directory with --data (or its token file with --token-file)", a.tokenPath()))
 	case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ECONNREFUSED):
 		return hinted(e, fmt.Sprintf("no crewd listens at %s: start crewd, or pass the --socket it printed at start "+
 			"(crewd: socket …)", a.socket))

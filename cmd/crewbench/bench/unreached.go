@@ -12,8 +12,8 @@ import (
 // that chooses it, which a bare "hello rejected" leaves the operator to guess.
 func unreachedErr(socket, tokenFile string, err error) error {
 	if wire.CodeOf(err) == wire.CodeAuth {
-		return fmt.Errorf("bench: crewd at %s refused the admin token in %s, another crewd's: pass --token-file "+
-			"with the admin.token of the data directory crewd was started on: %w", socket, tokenFile, err)
+		return fmt.Errorf("bench: crewd at %s refused the admin token in %s, most likely another crewd's: pass "+
+			"--token-file with the admin.token of the data directory crewd was started on: %w", socket, tokenFile, err)
 	}
 	return fmt.Errorf("bench: connect to crewd at %s: %w", socket, err)
 }
