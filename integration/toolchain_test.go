@@ -23,13 +23,12 @@ func TestOneGoReleaseIsNamedEverywhere(t *testing.T) {
 	m := regexp.MustCompile(`(?m)^toolchain (go1\.\d+\.\d+)$`).FindStringSubmatch(read("go.mod"))
 	require.NotNil(t, m, "go.mod names a toolchain")
 	release := m[1]
-	ci := read(".ci/run")
+	ci, readme := read(".ci/run"), read("README.md")
 	require.Regexp(t, `(?m)^export GOTOOLCHAIN=`+regexp.QuoteMeta(release)+`$`, ci)
-	require.Contains(t, read("README.md"), "export GOTOOLCHAIN="+release)
+	require.Contains(t, readme, "export GOTOOLCHAIN="+release)
 	require.Contains(t, read("docs/security.md"), "toolchain "+release)
 
 	// The README's first block: the command that runs crewlog, then the one that runs the tests.
-	readme := read("README.md")
 	block := regexp.MustCompile("(?s)```sh\n(.*?)```").FindStringSubmatch(readme)
 	require.NotNil(t, block)
 	lines := strings.Split(strings.TrimSpace(block[1]), "\n")

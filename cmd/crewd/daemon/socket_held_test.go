@@ -1,8 +1,6 @@
 package daemon
 
 import (
-	"context"
-	"io"
 	"path/filepath"
 	"testing"
 
@@ -16,13 +14,8 @@ import (
 // "broker: PATH: already serving" said neither who serves nor what to do.
 func TestRunOnASocketAnotherCrewdServesSaysSo(t *testing.T) {
 	first := testConfig(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	ended := make(chan error, 1)
-	r, w := io.Pipe()
-	go func() { ended <- Run(ctx, first, w, discard()); w.Close() }()
-	t.Cleanup(func() { cancel(); go func() { _, _ = io.Copy(io.Discard, r) }(); require.NoError(t, <-ended) })
-	_, err := r.Read(make([]byte, 1)) // its first line comes once it serves
-	require.NoError(t, err)
+	running := startRun(t, first)
+	t.Cleanup(func() { require.NoError(t, running.stop()) })
 
 	second := testConfig(t)
 	second.SocketPath = first.SocketPath
