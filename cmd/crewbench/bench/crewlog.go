@@ -87,9 +87,10 @@ func benchConfig(slots int) projections.Config {
 // benchMaxDepth is crewd's --max-depth, which every implementation records in a decision's policy.
 const benchMaxDepth = 2
 
-// benchQuota is the events and the bytes quota of a run in crewbench: an hour of a million admissions a second,
-// each some ten events and a kilobyte of text, stays under it.
-const benchQuota = 1 << 45
+// benchQuota is the events and the bytes quota of a run in crewbench, the largest crewd takes (--quota-events,
+// --quota-bytes): a quarter of an hour of a million admissions a second, each some ten events and a kilobyte of
+// text, stays under it.
+const benchQuota = 1 << 40
 
 func (s *engineStore) do(ctx context.Context, actor events.Actor, c commands.Command) (commands.Reply, error) {
 	return s.submit(ctx, commands.Request{Actor: actor, Command: c})

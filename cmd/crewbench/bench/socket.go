@@ -17,13 +17,12 @@ import (
 	"github.com/crewlog/crewlog/events"
 )
 
-// socketStore is crewlog over its socket: a broker.Server on a real unix
-// socket in front of the engine, in a process of its own as crewd is (this
-// executable, socket_server.go), driven through broker/client — every request
-// is NDJSON-encoded, authenticated and answered over the socket, as a worker
-// and its runtime would. The server is crewbench's, not a crewd binary, so
-// nothing needs building; the bytes on the wire are the same. Its CPU per
-// operation is the server process's; the clients' is reported beside it.
+// socketStore is crewlog over its socket: crewd on a real unix socket, in
+// a process of its own (this executable running crewd's daemon with crewd's
+// flags, socket_server.go, so nothing needs building), driven through
+// broker/client — every request is NDJSON-encoded, authenticated and answered
+// over the socket, as a worker and its runtime would. Its CPU per operation
+// is the server process's; the clients' is reported beside it.
 //
 // With several clients on one run each is a worker task of the run with a
 // connection of its own (the budget the check exercises is the first task's;

@@ -3,7 +3,6 @@ package bench
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,21 +15,20 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/crewlog/crewlog/broker"
-	"github.com/crewlog/crewlog/broker/httpapi"
 	"github.com/crewlog/crewlog/cmd/crewd/daemon"
 	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/eventlog"
 )
 
-// The socket cell's server runs in a process of its own, as crewd does: this
-// executable, told by socketServerEnv what to serve. Its CPU time is then the
-// server's alone (engine, broker, Pebble, and their garbage collection), read
-// from /proc, and the benchmark's clients — their encoding, their reads and
-// writes, their goroutines and garbage — are counted apart, in this process.
-// With both in one process every cost of the client was charged to the
-// server's CPU per operation, and the client's garbage to the server's
-// collector.
+// The socket cell's server is crewd: this executable, told by socketServerEnv
+// what to serve, runs crewd's daemon (daemon.MainServing) with crewd's flags,
+// so what the cell times is crewd as it ships — its engine and broker config,
+// its per-principal limits, its soft memory limit, its free-space guard, its
+// collection after each snapshot, its dashboard on a port of its own — but for
+// the flags the workload needs (socketCrewdArgs). Its CPU time is then the
+// server's alone, read from /proc, and the benchmark's clients — their
+// encoding, their reads and writes, their goroutines and garbage — are counted
+// apart, in this process.
 //
 // The child speaks a line protocol on its stdin and stdout: it prints "ready"
 // once the socket accepts connections; "stats" asks for the engine's commit
@@ -38,15 +36,15 @@ import (
 // CPU and an allocation profile of the server (startCellProfile's files,
 // named by PREFIX) and "profile-stop N" ends it, N operations done, each
 // answered by one line ("ok", the profile's report, or "error: …"); the end
-// of stdin closes the server, the engine and the log, and the child exits 0.
+// of stdin stops crewd as SIGTERM does, and the child exits 0 once crewd did.
+// crewd's start-up lines are dropped; its log goes to the child's stderr.
 const socketServerEnv = "CREWBENCH_SOCKET_SERVER"
 
 // socketServerJob is what the child serves.
 type socketServerJob struct {
-	Dir        string // the store's directory
-	Slots      int
-	Socket     string
-	AdminToken string
+	Dir    string // crewd's --data; the store is its store/
+	Slots  int
+	Socket string
 }
 
 // socketServerStats are the child engine's counters the pre-check and the
@@ -55,6 +53,21 @@ type socketServerStats struct {
 	SyncShare int64
 	Engine    commands.Stats // its commits (Groups) and their sizes
 	Storage   StorageWork    // what its log's Pebble wrote and read
+}
+
+// socketCrewdArgs are crewd's flags for the socket cell: crewd's defaults but
+// for what every crewlog cell needs (benchConfig says why; a test holds the
+// engine config they give to benchConfig's) and no pacing of a credential or
+// a run: the clients of a run share its orchestrator credential for their
+// settlements, so crewd's pace (5,000 requests/s per credential, a fairness
+// policy the hostile-mix soak measures) would cap a one-run cell at 5,000
+// admissions/s whatever the socket costs. The dashboard listens on a port the
+// system picks, so a crewd running on the machine keeps its own.
+func socketCrewdArgs(job socketServerJob) []string {
+	quota := strconv.FormatInt(benchQuota, 10)
+	return []string{"--data", job.Dir, "--socket", job.Socket, "--nesting", "--max-slots", strconv.Itoa(job.Slots),
+		"--slot-share", "0", "--quota-events", quota, "--quota-bytes", quota,
+		"--rate-per-credential", "0", "--rate-per-run", "0", "--http", "127.0.0.1:0"}
 }
 
 // SocketServerChild serves the socket cell named in the environment, if any,
@@ -66,39 +79,44 @@ func SocketServerChild(stdin io.Reader, stdout, stderr io.Writer) (status int, o
 	if v == "" {
 		return 0, false
 	}
-	if err := serveSocketChild(v, stdin, stdout); err != nil {
+	if err := serveSocketChild(v, stdin, stdout, stderr); err != nil {
 		fmt.Fprintln(stderr, "crewbench: socket server:", err)
 		return 1, true
 	}
 	return 0, true
 }
 
-func serveSocketChild(v string, stdin io.Reader, stdout io.Writer) error {
+func serveSocketChild(v string, stdin io.Reader, stdout, stderr io.Writer) error {
 	var job socketServerJob
 	if err := json.Unmarshal([]byte(v), &job); err != nil {
 		return err
 	}
-	// NB: crewd's metrics, which it keeps of every group (httpapi.Metrics, the engine's observer in crewd).
-	e, err := openObservedEngineStore(job.Dir, job.Slots, true, httpapi.NewMetrics())
-	if err != nil {
-		return err
+	serving := make(chan *engineStore, 1)
+	exited := make(chan int, 1)
+	go func() {
+		exited <- daemon.MainServing(socketCrewdArgs(job), io.Discard, stderr,
+			func(eng *commands.Engine, log *eventlog.Log) {
+				serving <- &engineStore{dir: job.Dir, log: log, eng: eng, withIDs: true}
+			})
+	}()
+	var e *engineStore
+	select {
+	case e = <-serving:
+	case status := <-exited:
+		return fmt.Errorf("crewd exited with status %d before it served", status)
 	}
-	// NB: no per-credential pace. The clients of a run share its orchestrator credential for their settlements,
-	// so the default pace (5,000 requests/s per credential, a fairness policy the hostile-mix soak measures)
-	// would cap a one-run cell at 5,000 admissions/s whatever the socket costs.
-	srv, err := broker.New(e.eng, e.log, broker.Options{SocketPath: job.Socket,
-		AdminDigest: daemon.Digest(job.AdminToken), ServerKey: []byte(randomHex(32)), SessionID: "crewbench",
-		RatePerCredential: -1})
-	if err == nil {
-		err = srv.Listen()
+	stop := func() error {
+		// NB: crewd stops on SIGTERM (signal.NotifyContext in MainServing), as a supervisor stops it.
+		if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+			return err
+		}
+		if status := <-exited; status != daemon.ExitOK {
+			return fmt.Errorf("crewd exited with status %d", status)
+		}
+		return nil
 	}
-	if err != nil {
-		return errors.Join(err, e.Close())
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(context.Background()) }()
 	if _, err := fmt.Fprintln(stdout, "ready"); err != nil {
-		return errors.Join(err, srv.Close(), <-served, e.Close())
+		return errors.Join(err, stop())
 	}
 	sc := bufio.NewScanner(stdin)
 	var prof *cellProfile
@@ -135,7 +153,7 @@ func serveSocketChild(v string, stdin io.Reader, stdout io.Writer) error {
 			break
 		}
 	}
-	return errors.Join(srv.Close(), <-served, e.Close())
+	return stop()
 }
 
 // socketServer is the parent's handle on a child serving a socket cell.
@@ -150,14 +168,22 @@ type socketServer struct {
 	done   bool
 }
 
-// startSocketServer starts this executable as the server of the store in dir,
-// on socket, with adminToken as the admin's secret, and waits until it serves.
+// startSocketServer starts this executable as crewd on the data directory
+// dir/crewd, on socket, with adminToken as the admin's secret (written to its
+// admin.token before it starts), and waits until it serves.
 func startSocketServer(dir string, slots int, socket, adminToken string) (*socketServer, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	job, _ := json.Marshal(socketServerJob{Dir: dir, Slots: slots, Socket: socket, AdminToken: adminToken})
+	dataDir := filepath.Join(dir, "crewd")
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dataDir, daemon.AdminTokenFile), []byte(adminToken+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	job, _ := json.Marshal(socketServerJob{Dir: dataDir, Slots: slots, Socket: socket})
 	cmd := exec.Command(self)
 	// NB: not the pre-check's job: a pre-check child starts its server too, and the server must not run the phase.
 	env := []string{socketServerEnv + "=" + string(job)}
@@ -168,7 +194,7 @@ func startSocketServer(dir string, slots int, socket, adminToken string) (*socke
 	}
 	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the benchmark
-	s := &socketServer{cmd: cmd, stderr: &bytes.Buffer{}, socket: socket, dir: dir}
+	s := &socketServer{cmd: cmd, stderr: &bytes.Buffer{}, socket: socket, dir: dataDir}
 	cmd.Stderr = s.stderr
 	if s.stdin, err = cmd.StdinPipe(); err != nil {
 		return nil, err
@@ -244,7 +270,7 @@ func (s *socketServer) final() (map[string]Final, error) {
 	if err := s.stop(); err != nil {
 		return nil, err
 	}
-	l, err := eventlog.Open(filepath.Join(s.dir, "crewlog"), nil)
+	l, err := eventlog.Open(filepath.Join(s.dir, daemon.StoreDir), nil)
 	if err != nil {
 		return nil, err
 	}

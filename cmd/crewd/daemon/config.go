@@ -116,6 +116,9 @@ type Config struct {
 	// Warnings are problems that do not stop the daemon (an unreadable model catalog means an empty one); they
 	// are logged once the logger exists.
 	Warnings []string
+
+	// serving, when set (MainServing), is given the engine and the log once the socket accepts connections.
+	serving func(*commands.Engine, *eventlog.Log)
 }
 
 type kind int
