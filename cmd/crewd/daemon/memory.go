@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"time"
 )
 
 // DefaultMemoryMiB is --memory-mib's default: the resident memory crewd aims
@@ -90,7 +91,7 @@ func applyMemoryLimit(ctx context.Context, c Config, getenv func(string) string,
 	}
 	debug.SetMemoryLimit(target)
 	lg.Info("Go memory limit", "mib", target>>20, "memoryMiB", c.MemoryBytes>>20)
-	followLive(ctx, target)
+	followLive(ctx, target, c.MemoryBytes, lg)
 }
 
 // liveSamples are what followLive reads: the live heap, and what the
@@ -102,13 +103,15 @@ var liveSamples = []string{"/gc/heap/live:bytes", "/memory/classes/total:bytes",
 
 // followLive sets the soft limit to memoryLimitFor(target, …) after each
 // garbage collection (when the runtime updates the live heap) until ctx
-// ends.
-func followLive(ctx context.Context, target int64) {
+// ends, and warns on lg when the live heap outgrows the target (outgrowth),
+// naming --memory-mib's value memoryBytes.
+func followLive(ctx context.Context, target, memoryBytes int64, lg *slog.Logger) {
 	samples := make([]metrics.Sample, len(liveSamples))
 	for i, name := range liveSamples {
 		samples[i].Name = name
 	}
 	limit := target
+	var grown outgrowth
 	afterEachGC(ctx, func() bool {
 		metrics.Read(samples)
 		var v [6]uint64
@@ -123,8 +126,39 @@ func followLive(ctx context.Context, target int64) {
 			limit = l
 			debug.SetMemoryLimit(limit)
 		}
+		if grown.step(limit > target, time.Now()) {
+			lg.Warn("the live Go heap outgrew what --memory-mib leaves it: the collector now keeps the heap a quarter "+
+				"above the live one and runs more often, so each command costs more CPU; give crewd more memory "+
+				"with --memory-mib if its active runs need it", "liveMiB", live>>20, "targetMiB", target>>20,
+				"memoryMiB", memoryBytes>>20)
+		}
 		return true
 	})
+}
+
+// outgrowthWarnEvery is the least time between two of followLive's
+// warnings: a live heap about the target crosses it at every other
+// collection, and one warning says what there is to say.
+const outgrowthWarnEvery = time.Hour
+
+// outgrowth follows whether the soft limit is above the target, i.e. the
+// live heap outgrew it, so that an operator learns why crewd's collector
+// runs more and its commands cost more (docs/benchmarks.md, "The socket
+// cell is crewd": a fifth of the rate at 64 clients on one large run).
+type outgrowth struct {
+	above    bool
+	warnedAt time.Time // zero: never
+}
+
+// step records whether the limit is above the target at now and reports
+// whether a warning is due: it just went above, and no warning was given in
+// the last outgrowthWarnEvery.
+func (o *outgrowth) step(above bool, now time.Time) (warn bool) {
+	if above && !o.above && (o.warnedAt.IsZero() || now.Sub(o.warnedAt) >= outgrowthWarnEvery) {
+		o.warnedAt, warn = now, true
+	}
+	o.above = above
+	return warn
 }
 
 // liveAndOverhead are the live heap and what the runtime maps beside the

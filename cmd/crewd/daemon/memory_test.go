@@ -2,8 +2,12 @@ package daemon
 
 import (
 	"context"
+	"log/slog"
 	"runtime"
+	"runtime/debug"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -107,4 +111,65 @@ func TestAfterEachGCRunsAfterEveryCollection(t *testing.T) {
 		require.FailNow(t, "ran after returning false", "call %d", m)
 	default:
 	}
+}
+
+// The warning that the live heap outgrew the target is given as it goes
+// above, not at every collection it stays there, and once an hour at most
+// however often it crosses back and forth.
+func TestOutgrowthWarnsWhenTheLiveHeapGoesAbove(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var o outgrowth
+	for i, step := range []struct {
+		above bool
+		at    time.Duration
+		warn  bool
+	}{
+		{false, 0, false},
+		{true, time.Minute, true},                // outgrew it
+		{true, 2 * time.Minute, false},           // still above
+		{false, 3 * time.Minute, false},          // back within
+		{true, 4 * time.Minute, false},           // above again, within the hour
+		{false, 5 * time.Minute, false},          //
+		{true, time.Minute + time.Hour, true},    // above again, an hour after the warning
+		{true, time.Minute + 3*time.Hour, false}, // still above
+		{false, 4 * time.Hour, false},            //
+		{true, 4*time.Hour + time.Second, true},  // more than an hour since the last
+	} {
+		require.Equal(t, step.warn, o.step(step.above, t0.Add(step.at)), "step %d", i)
+	}
+}
+
+// followLive warns, naming the live heap and --memory-mib, after the
+// collection that finds a live heap above the target, and sets the soft
+// limit a quarter above it.
+func TestFollowLiveWarnsOnceTheLiveHeapOutgrowsTheTarget(t *testing.T) {
+	prev := debug.SetMemoryLimit(-1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() {
+		cancel()
+		runtime.GC() // the hook sees ctx ended and stops
+		runtime.GC()
+		debug.SetMemoryLimit(prev)
+	}()
+	var logged lockedBuffer
+	lg := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	const target = minGoMemoryLimit
+	debug.SetMemoryLimit(target)
+	followLive(ctx, target, 100<<20, lg)
+	runtime.GC()
+	runtime.GC()
+	require.NotContains(t, logged.String(), "outgrew", "the test's heap is under the target")
+
+	live := make([]byte, 2*target) // live until the end of the test
+	for i := range live {
+		live[i] = 1
+	}
+	require.Eventually(t, func() bool {
+		runtime.GC()
+		return strings.Contains(logged.String(), "outgrew")
+	}, 10*time.Second, 10*time.Millisecond)
+	require.Contains(t, logged.String(), "memoryMiB=100")
+	require.Greater(t, debug.SetMemoryLimit(-1), int64(2*target)+int64(2*target)/liveHeadroom-1)
+	require.Equal(t, 1, strings.Count(logged.String(), "outgrew"), "one warning however many collections")
+	runtime.KeepAlive(live)
 }
