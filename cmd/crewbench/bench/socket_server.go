@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,7 +37,8 @@ import (
 // CPU and an allocation profile of the server (startCellProfile's files,
 // named by PREFIX) and "profile-stop N" ends it, N operations done, each
 // answered by one line ("ok", the profile's report, or "error: …"); the end
-// of stdin stops crewd as SIGTERM does, and the child exits 0 once crewd did.
+// of stdin stops crewd as SIGTERM does, and the child exits 0 once crewd did;
+// a crewd that stops on its own ends the child at once, with status 1.
 // crewd's start-up lines are dropped; its log goes to the child's stderr.
 const socketServerEnv = "CREWBENCH_SOCKET_SERVER"
 
@@ -93,8 +95,10 @@ func serveSocketChild(v string, stdin io.Reader, stdout, stderr io.Writer) error
 	}
 	serving := make(chan *engineStore, 1)
 	exited := make(chan int, 1)
+	ctx, stopCrewd := context.WithCancel(context.Background())
+	defer stopCrewd()
 	go func() {
-		exited <- daemon.MainServing(socketCrewdArgs(job), io.Discard, stderr,
+		exited <- daemon.MainServing(ctx, socketCrewdArgs(job), io.Discard, stderr,
 			func(eng *commands.Engine, log *eventlog.Log) {
 				serving <- &engineStore{dir: job.Dir, log: log, eng: eng, withIDs: true}
 			})
@@ -106,10 +110,7 @@ func serveSocketChild(v string, stdin io.Reader, stdout, stderr io.Writer) error
 		return fmt.Errorf("crewd exited with status %d before it served", status)
 	}
 	stop := func() error {
-		// NB: crewd stops on SIGTERM (signal.NotifyContext in MainServing), as a supervisor stops it.
-		if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
-			return err
-		}
+		stopCrewd()
 		if status := <-exited; status != daemon.ExitOK {
 			return fmt.Errorf("crewd exited with status %d", status)
 		}
@@ -118,11 +119,30 @@ func serveSocketChild(v string, stdin io.Reader, stdout, stderr io.Writer) error
 	if _, err := fmt.Fprintln(stdout, "ready"); err != nil {
 		return errors.Join(err, stop())
 	}
-	sc := bufio.NewScanner(stdin)
+	// NB: the lines are read apart, so that a crewd that stops on its own (a failed engine, a signal) ends the
+	// child at once, with its status, rather than when the parent next asks.
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdin)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
 	var prof *cellProfile
-	for sc.Scan() {
+	for {
+		var line string
+		select {
+		case status := <-exited:
+			return fmt.Errorf("crewd exited with status %d while it served", status)
+		case l, ok := <-lines:
+			if !ok {
+				return stop()
+			}
+			line = l
+		}
 		var reply []byte
-		switch line := sc.Text(); {
+		switch {
 		case line == "stats":
 			w, _ := e.storageWork()
 			reply, _ = json.Marshal(socketServerStats{SyncShare: e.SyncShare(), Engine: e.groupStats(), Storage: w})
@@ -150,10 +170,9 @@ func serveSocketChild(v string, stdin io.Reader, stdout, stderr io.Writer) error
 			continue
 		}
 		if _, err := fmt.Fprintf(stdout, "%s\n", bytes.ReplaceAll(reply, []byte("\n"), []byte(" "))); err != nil {
-			break
+			return errors.Join(err, stop())
 		}
 	}
-	return stop()
 }
 
 // socketServer is the parent's handle on a child serving a socket cell.

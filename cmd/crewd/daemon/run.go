@@ -30,14 +30,17 @@ const (
 
 // Main is crewd: it parses args, runs the daemon until SIGINT or SIGTERM and returns the exit status. stdout gets
 // the start-up lines (and --help), stderr the logs.
-func Main(args []string, stdout, stderr io.Writer) int { return MainServing(args, stdout, stderr, nil) }
+func Main(args []string, stdout, stderr io.Writer) int {
+	return MainServing(context.Background(), args, stdout, stderr, nil)
+}
 
 // MainServing is Main for a program that runs crewd in a process of its own and reads its engine's counters, as
 // crewbench's socket cells do, so that what they time is crewd as it ships — its flags and defaults, its memory
 // limit, its free-space guard, its collections after a snapshot, its dashboard. serving, when not nil, is called
 // once the socket accepts connections, before the socket's line is printed, with the engine and the log, which stay
-// open until MainServing returns.
-func MainServing(args []string, stdout, stderr io.Writer, serving func(*commands.Engine, *eventlog.Log)) int {
+// open until MainServing returns. crewd stops, as on SIGTERM, when ctx ends.
+func MainServing(ctx context.Context, args []string, stdout, stderr io.Writer,
+	serving func(*commands.Engine, *eventlog.Log)) int {
 	// Everything crewd creates — the store, secrets, checkpoints, the socket — is for its own user: no file starts
 	// out readable by others, whatever umask it was started with. The socket group is granted explicitly.
 	syscall.Umask(0o077)
@@ -61,7 +64,7 @@ func MainServing(args []string, stdout, stderr io.Writer, serving func(*commands
 		return ExitUsage
 	}
 	cfg.serving = serving
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {
 		// After the first signal, give the signals back to their default action, so a second one ends a
