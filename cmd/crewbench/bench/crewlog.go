@@ -39,19 +39,13 @@ var (
 )
 
 func openEngineStore(dir string, slots int, withIDs bool) (*engineStore, error) {
-	return openObservedEngineStore(dir, slots, withIDs, nil)
-}
-
-// openObservedEngineStore is openEngineStore with obs told of every group
-// and snapshot (nil: none).
-func openObservedEngineStore(dir string, slots int, withIDs bool, obs commands.Observer) (*engineStore, error) {
 	l, err := eventlog.Open(filepath.Join(dir, "crewlog"), nil)
 	if err != nil {
 		return nil, err
 	}
 	cfg := benchConfig(slots)
 	// NB: the engine's defaults otherwise, as crewd opens it (its clock's tick, retention, snapshots, linger).
-	e, err := commands.Open(l, commands.Options{Config: &cfg, Observer: obs})
+	e, err := commands.Open(l, commands.Options{Config: &cfg})
 	if err != nil {
 		_ = l.Close()
 		return nil, err
