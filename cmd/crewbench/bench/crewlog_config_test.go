@@ -15,16 +15,21 @@ import (
 // window's reach), so crewlog is not timed skipping a rule or a check crewd
 // runs.
 func TestBenchConfigIsCrewdsDefaults(t *testing.T) {
-	home := t.TempDir()
-	cfg, err := daemon.Load(nil, daemon.Env{Getenv: func(k string) string {
-		if k == "HOME" {
-			return home
-		}
-		return ""
-	}, UID: os.Getuid()})
+	cfg, err := daemon.Load(nil, homeEnv(t.TempDir()))
 	require.NoError(t, err)
 	want := cfg.Engine
 	want.NestingEnabled, want.MaxSlots, want.SlotShare = true, timedSlots, 0
 	want.QuotaEvents, want.QuotaBytes = benchQuota, benchQuota
 	require.Equal(t, want, benchConfig(timedSlots))
+}
+
+// homeEnv is an environment for daemon.Load with nothing set but HOME: crewd's defaults, its data directory under
+// home.
+func homeEnv(home string) daemon.Env {
+	return daemon.Env{Getenv: func(k string) string {
+		if k == "HOME" {
+			return home
+		}
+		return ""
+	}, UID: os.Getuid()}
 }

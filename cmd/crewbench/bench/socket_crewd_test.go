@@ -19,12 +19,7 @@ import (
 // dashboard on a port the system picks.
 func TestSocketCellRunsCrewdAsItShips(t *testing.T) {
 	home := t.TempDir()
-	env := daemon.Env{Getenv: func(k string) string {
-		if k == "HOME" {
-			return home
-		}
-		return ""
-	}, UID: os.Getuid()}
+	env := homeEnv(home)
 	job := socketServerJob{Dir: filepath.Join(home, "crewd"), Slots: timedSlots, Socket: filepath.Join(home, "s.sock")}
 	cfg, err := daemon.Load(socketCrewdArgs(job), env)
 	require.NoError(t, err)
