@@ -34,9 +34,17 @@ func TestParseMembersAllocatesWhatItKeeps(t *testing.T) {
 			cmd, err := ParseMembers(tc.method, members, tc.caller)
 			require.NoError(t, err)
 			require.Equal(t, tc.method, cmd.Kind())
-			require.Equal(t, tc.want, testing.AllocsPerRun(100, func() {
+			allocs := testing.AllocsPerRun(100, func() {
 				_, _ = ParseMembers(tc.method, members, tc.caller)
-			}))
+			})
+			if raceDetector {
+				// A scanner the race detector's pool dropped is made again: about one run in forty averages one
+				// allocation more (race_on_test.go).
+				require.GreaterOrEqual(t, allocs, tc.want)
+				require.LessOrEqual(t, allocs, tc.want+1)
+			} else {
+				require.Equal(t, tc.want, allocs)
+			}
 		})
 	}
 }
