@@ -67,10 +67,7 @@ func startCrewd(t *testing.T, args ...string) *runningCrewd {
 
 func (c *runningCrewd) dial(t *testing.T) *client.Client {
 	t.Helper()
-	token, err := AdminToken(c.data)
-	require.NoError(t, err)
-	cl, err := client.Dial(context.Background(), c.socket, client.Hello{Role: "admin", Token: token}, nil)
-	require.NoError(t, err)
+	cl := dialAdmin(context.Background(), t, c.data, c.socket, nil)
 	t.Cleanup(func() { cl.Close() })
 	return cl
 }

@@ -61,10 +61,7 @@ func following(t *testing.T, c Config, root, runID string) (waitStatus func(task
 	c.FollowPicrew = root
 	ctx := context.Background()
 	d := startRun(t, c)
-	token, err := AdminToken(c.DataDir)
-	require.NoError(t, err)
-	cl, err := client.Dial(ctx, c.SocketPath, client.Hello{Role: "admin", Token: token}, &client.Options{MaxFrame: c.MaxFrame})
-	require.NoError(t, err)
+	cl := dialAdmin(ctx, t, c.DataDir, c.SocketPath, &client.Options{MaxFrame: c.MaxFrame})
 
 	// NB: the follower inside crewd has no hook to wait on, so this asks until the import shows (bounded).
 	taskStatus := func(task string) string {

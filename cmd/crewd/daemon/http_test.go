@@ -13,7 +13,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/crewlog/crewlog/broker/client"
 	"github.com/crewlog/crewlog/broker/httpapi"
 	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/eventlog"
@@ -105,10 +104,7 @@ func TestRunLoginLinksNameThePublicURL(t *testing.T) {
 			cfg.HTTPAddr, cfg.HTTPAddrSet, cfg.HTTPPublicURL, cfg.HTTPSecureCookie = "127.0.0.1:0", true, c.public, c.secure
 			d := startRun(t, cfg)
 			require.Regexp(t, "^"+c.want+"$", d.base, "the link crewd prints")
-			token, err := AdminToken(cfg.DataDir)
-			require.NoError(t, err)
-			admin, err := client.Dial(context.Background(), cfg.SocketPath, client.Hello{Role: "admin", Token: token}, nil)
-			require.NoError(t, err)
+			admin := dialAdmin(context.Background(), t, cfg.DataDir, cfg.SocketPath, nil)
 			defer admin.Close()
 			var out struct {
 				URL string `json:"url"`

@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/crewlog/crewlog/broker/client"
 	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/eventlog"
 )
@@ -36,10 +35,7 @@ func TestRunHandsServingItsEngineAndLog(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	token, err := AdminToken(c.DataDir)
-	require.NoError(t, err)
-	admin, err := client.Dial(ctx, c.SocketPath, client.Hello{Role: "admin", Token: token}, nil)
-	require.NoError(t, err)
+	admin := dialAdmin(ctx, t, c.DataDir, c.SocketPath, nil)
 	defer admin.Close()
 	require.NoError(t, admin.Call(ctx, "run.create", map[string]any{"team": "t", "goal": "g", "cwd": "/repo"}, nil))
 
