@@ -165,9 +165,18 @@ func sentByAnotherOrigin(r *http.Request) (string, bool) {
 	return site, site != "" && site != "same-origin" && site != "none"
 }
 
+// credentialRecheck bounds how long anything held for a credential waits without looking again at whether the
+// credential still holds: a paced read however long its credential's debt (a large cold run read back or a large
+// run's past rebuilt costs seconds to minutes of it), a rebuild, and a stream with nothing to send, whose keep-alive
+// comes only every Options.KeepAlive (15 s). So a revoked token's or an expired session's reads and streams give
+// back their turns, streams' places and connections' places within about a second of the moment the server sees it
+// (crewd re-reads its read-only tokens at most once a second), not once their wait is over.
+const credentialRecheck = time.Second
+
 // current reports whether p still authenticates now, and fills in a session's key: a session lasts only while
 // it has not expired and the credential that minted its login link is still valid (a revoked read-only token's
-// sessions end with it). A stream asks again before each write, so none outlives its credential.
+// sessions end with it). A stream asks again before each write and every credentialRecheck, so none outlives its
+// credential.
 func (s *Server) current(p *principal) bool {
 	if p.session != "" {
 		owner, ok := s.sessions.valid(p.session, s.opts.Now())

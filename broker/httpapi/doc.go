@@ -24,8 +24,9 @@
 //     since the browser sends the cookie to every port of the host, a worker's server on another one too; the session
 //     is the cookie the proof was made for, of the first 32 sent, since such a server may also set ones the browser
 //     sends first. A session belongs to the credential that minted its code: it lasts only while that credential is
-//     valid and counts against its limits; an open stream re-checks its credential before every write and ends once
-//     it is revoked or the session expired, and a request that waited for its read turn or for the rebuild slot
+//     valid and counts against its limits; an open stream re-checks its credential before every write and every
+//     second while it has nothing to send (credentialRecheck), and ends once it is revoked or the session expired,
+//     and a request that waited for its read turn or for the rebuild slot
 //     re-checks it when the turn comes (401, nothing read nor folded, the turn passed on: readturns.go,
 //     stateCache.turn), a rebuild in progress every second (401, stopped as when its client goes: watchCredential); a
 //     request another origin sent (Sec-Fetch-Site same-site or cross-site) may not use the cookie, nor spend a login

@@ -42,11 +42,6 @@ func charging(ctx context.Context) bool {
 	return ok
 }
 
-// paceRecheck bounds one wait of a paced read: however long its credential's debt (a large cold run read back or a
-// large run's past rebuilt costs seconds to minutes of it), the read looks again this often at whether the credential
-// still holds, so that a revoked token's reads do not wait it out holding their turns and their connections' places.
-const paceRecheck = time.Second
-
 // paceRead waits until the credential p may read again, or is no longer current (the caller refuses it then), and
 // returns the context to serve the read with and a func that charges the read's cost once served; false when the
 // client went first (it gets no answer).
@@ -102,7 +97,7 @@ func (s *Server) awaitPaceTicking(ctx context.Context, p *principal, tick <-chan
 		if s.pacing != nil {
 			s.pacing(*p)
 		}
-		t := time.NewTimer(min(d, paceRecheck))
+		t := time.NewTimer(min(d, credentialRecheck))
 		select {
 		case <-t.C:
 		case <-tick:

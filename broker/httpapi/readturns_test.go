@@ -154,7 +154,7 @@ func TestReadsWaitingAreBoundedPerCredential(t *testing.T) {
 // the rebuild slot, for as long as the requests before it take, or for its credential's pacing for as long as its
 // debt takes to repay; a credential revoked (or a session expired) meanwhile gets nothing when the turn comes: 401,
 // as the same request sent then, and no rebuild is folded for it. A read that owed an hour waited it out, holding
-// its turn and its connection's place, before it looked at its credential again; now it looks every paceRecheck.
+// its turn and its connection's place, before it looked at its credential again; now it looks every credentialRecheck.
 func TestARequestThatWaitedIsServedOnlyIfItsCredentialStillIs(t *testing.T) {
 	ro := keyReadOnlyPrefix + digestOf(roToken)
 	bearer := func(*fixture, *testClock) func(*http.Request) {

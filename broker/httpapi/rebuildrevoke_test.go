@@ -15,7 +15,7 @@ import (
 // TestARebuildStopsOnceItsCredentialIsRevoked: a rebuild (state?at, a time's read of the log, explain) that had the
 // slot when its token was revoked went on to its end and was answered, however long it took (minutes, for a time
 // on a large log), holding the slot from every other credential's rebuilds. Now a rebuild looks at its credential
-// every paceRecheck, as a paced read waiting does, and stops once it no longer holds: it keeps nothing and is
+// every credentialRecheck, as a paced read waiting does, and stops once it no longer holds: it keeps nothing and is
 // answered 401, as the same request sent then.
 func TestARebuildStopsOnceItsCredentialIsRevoked(t *testing.T) {
 	for _, tc := range rebuildRoutes(t) {
@@ -24,11 +24,11 @@ func TestARebuildStopsOnceItsCredentialIsRevoked(t *testing.T) {
 			path := tc.path(f)
 			f.srv.states.holding = func(rctx context.Context) {
 				f.tokens.set(roToken, false)
-				// NB: stands in for a rebuild that lasts until its credential is looked at again (paceRecheck), or,
+				// NB: stands in for a rebuild that lasts until its credential is looked at again (credentialRecheck), or,
 				// where the rebuild does not look, ten times as long as that.
 				select {
 				case <-rctx.Done():
-				case <-time.After(10 * paceRecheck):
+				case <-time.After(10 * credentialRecheck):
 				}
 			}
 			status, m := f.getAs(path, "Bearer "+roToken)

@@ -221,13 +221,13 @@ func (c *stateCache) turn(ctx context.Context, p principal) (_ context.Context, 
 
 // watchCredential returns ctx ending also once p's credential no longer holds (a token revoked, a session expired),
 // with credentialGone's answer as its cause (refusalFrom): a rebuild folds or reads the log for minutes on a
-// large run or log, and a revoked token's must stop, as its waiting reads do, within paceRecheck (and the events
+// large run or log, and a revoked token's must stop, as its waiting reads do, within credentialRecheck (and the events
 // the fold or the read takes to look at its context again), not hold the slot from every other credential till
 // its end. unwatch ends the watch.
 func (c *stateCache) watchCredential(ctx context.Context, p principal) (_ context.Context, unwatch func()) {
 	rctx, cancel := context.WithCancelCause(ctx)
 	go func() {
-		tick := time.NewTicker(paceRecheck)
+		tick := time.NewTicker(credentialRecheck)
 		defer tick.Stop()
 		for {
 			select {

@@ -220,6 +220,8 @@ func (st *sseStream) serve(r *http.Request, pr principal) {
 	}()
 	keepAlive, stopKeepAlive := s.keepAliveTicker()
 	defer stopKeepAlive()
+	recheck, stopRecheck := s.credentialTicker()
+	defer stopRecheck()
 	var lastWrite time.Time
 	for {
 		// NB: a paced credential's stream reads nothing, of the log or of the ring, while its token owes: it sends
@@ -291,6 +293,12 @@ func (st *sseStream) serve(r *http.Request, pr principal) {
 		case <-keepAlive:
 			// NB: a keep-alive is a write too: a stream whose credential went gets not even that.
 			if !s.current(&pr) || !st.keepAlive() {
+				return
+			}
+		case <-recheck:
+			// NB: a revoked token's or an expired session's stream gives back its place and its connection's now,
+			// not at its next keep-alive or event, which may be long in coming.
+			if !s.current(&pr) {
 				return
 			}
 		case <-ctx.Done():
@@ -406,6 +414,16 @@ func (s *Server) keepAliveTicker() (ticks <-chan time.Time, stop func()) {
 		return s.keepAliveTicks(s.opts.KeepAlive)
 	}
 	t := time.NewTicker(s.opts.KeepAlive)
+	return t.C, t.Stop
+}
+
+// credentialTicker ticks every credentialRecheck for a stream's looks at its credential while it has nothing to send,
+// or as the test's hook credentialTicks does; stop ends it.
+func (s *Server) credentialTicker() (ticks <-chan time.Time, stop func()) {
+	if s.credentialTicks != nil {
+		return s.credentialTicks(credentialRecheck)
+	}
+	t := time.NewTicker(credentialRecheck)
 	return t.C, t.Stop
 }
 

@@ -106,6 +106,55 @@ func TestAnIdleStreamSendsNoKeepAliveOnceItsCredentialIsGone(t *testing.T) {
 	}
 }
 
+// TestAQuietStreamEndsAtTheNextRecheckOfItsCredential: a live stream with nothing to send looked at its credential
+// only at its keep-alive (every 15 s by default) or at its next event, so a revoked token's or an expired session's
+// stream kept its place, and its connection's, that long after the credential went. It now looks every
+// credentialRecheck, and a look while the credential holds ends nothing.
+func TestAQuietStreamEndsAtTheNextRecheckOfItsCredential(t *testing.T) {
+	for _, tc := range credentialEnds {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := new(testClock).set(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+			f := newFixture(t, Options{Now: clock.Now, KeepAlive: time.Hour})
+			asked, ticks := make(chan time.Duration, 1), make(chan time.Time)
+			f.srv.credentialTicks = func(every time.Duration) (<-chan time.Time, func()) {
+				asked <- every
+				return ticks, func() {}
+			}
+			frames := f.openStream("/api/v1/stream", tc.auth(f))
+			require.Equal(t, "hello", next(t, frames).event)
+			select {
+			case every := <-asked:
+				require.Equal(t, credentialRecheck, every)
+			case <-time.After(guard):
+				t.Fatal("the stream asked for no ticker to look at its credential")
+			}
+			tick := func() {
+				t.Helper()
+				select {
+				case ticks <- time.Now():
+				case <-time.After(guard):
+					t.Fatal("the stream did not wait for its credential's tick")
+				}
+			}
+			tick()
+			usage(f, 1)
+			require.Equal(t, "task.usage", next(t, frames).event, "a look while the credential holds ends nothing")
+			tc.end(f, clock)
+			// NB: the stream may not be waiting yet (it looks at its credential once more after a write, and ends
+			// there); if it waits, only the tick can end it.
+			select {
+			case ticks <- time.Now():
+				ends(t, frames)
+			case fr, open := <-frames:
+				require.False(t, open, "the stream went on: %+v", fr)
+			case <-time.After(guard):
+				t.Fatal("the stream neither ended nor waited for its credential's tick")
+			}
+			require.Zero(t, f.srv.streams.open(), "the stream's place is given back")
+		})
+	}
+}
+
 // gateWriter records a stream and runs onFirst during its first write (the hello), before that write returns.
 type gateWriter struct {
 	*httptest.ResponseRecorder
