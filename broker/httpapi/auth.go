@@ -54,6 +54,11 @@ type principal struct {
 	session string
 }
 
+// canEnd reports whether p may stop authenticating while the server runs: a session (it expires, and ends with the
+// credential that minted it), a read-only token (revoked). The admin token and crewd's own key last as long as the
+// server does.
+func (p *principal) canEnd() bool { return p.session != "" || (p.key != keyAdmin && p.key != keyCrewd) }
+
 // digestOf is the lowercase hex sha-256 of a secret: the only form in which tokens, codes and sessions are held.
 func digestOf(secret string) string {
 	sum := sha256.Sum256([]byte(secret))

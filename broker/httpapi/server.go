@@ -41,9 +41,8 @@ type Server struct {
 	// keepAliveTicks is a test's hook: stands in for the ticker of a stream's keep-alives, asked to tick every
 	// Options.KeepAlive (keepAliveTicker).
 	keepAliveTicks func(every time.Duration) (ticks <-chan time.Time, stop func())
-	// credentialTicks is a test's hook: stands in for the ticker by which a stream with nothing to send looks at its
-	// credential again, asked to tick every credentialRecheck (credentialTicker).
-	credentialTicks func(every time.Duration) (ticks <-chan time.Time, stop func())
+	// recheck wakes the streams waiting with nothing to send to look at their credentials (recheckbeat.go).
+	recheck recheckBeat
 	// coalesceClock is a test's hook: stands in for the clock and the timer by which a stream spaces its writes
 	// (streamCoalesce): now reads the clock, after waits.
 	coalesceClock *coalesceClock

@@ -220,8 +220,6 @@ func (st *sseStream) serve(r *http.Request, pr principal) {
 	}()
 	keepAlive, stopKeepAlive := s.keepAliveTicker()
 	defer stopKeepAlive()
-	recheck, stopRecheck := s.credentialTicker()
-	defer stopRecheck()
 	var lastWrite time.Time
 	for {
 		// NB: a paced credential's stream reads nothing, of the log or of the ring, while its token owes: it sends
@@ -288,21 +286,35 @@ func (st *sseStream) serve(r *http.Request, pr principal) {
 		if len(frames) > 0 {
 			continue // the batch may have stopped at streamBatchBytes
 		}
+		if !st.await(ctx, &pr, wait, keepAlive) {
+			return
+		}
+	}
+}
+
+// await waits, with nothing to send, for the hub's next events (wait), or for the stream's next keep-alive, which
+// it sends; false means the stream ends: its client went, the server is closing, or pr no longer authenticates,
+// which it looks at every credentialRecheck meanwhile (Server.recheck), without going back to the hub, so that a
+// revoked token's or an expired session's stream gives back its place and its connection's then, not at its next
+// keep-alive or event, which may be long in coming. A credential that cannot end (canEnd) is not looked at.
+func (st *sseStream) await(ctx context.Context, pr *principal, wait <-chan struct{}, keepAlive <-chan time.Time) bool {
+	for {
+		var recheck <-chan struct{}
+		if pr.canEnd() {
+			recheck = st.s.recheck.wait()
+		}
 		select {
 		case <-wait:
+			return true
 		case <-keepAlive:
 			// NB: a keep-alive is a write too: a stream whose credential went gets not even that.
-			if !s.current(&pr) || !st.keepAlive() {
-				return
-			}
+			return st.s.current(pr) && st.keepAlive()
 		case <-recheck:
-			// NB: a revoked token's or an expired session's stream gives back its place and its connection's now,
-			// not at its next keep-alive or event, which may be long in coming.
-			if !s.current(&pr) {
-				return
+			if !st.s.current(pr) {
+				return false
 			}
 		case <-ctx.Done():
-			return
+			return false
 		}
 	}
 }
@@ -414,16 +426,6 @@ func (s *Server) keepAliveTicker() (ticks <-chan time.Time, stop func()) {
 		return s.keepAliveTicks(s.opts.KeepAlive)
 	}
 	t := time.NewTicker(s.opts.KeepAlive)
-	return t.C, t.Stop
-}
-
-// credentialTicker ticks every credentialRecheck for a stream's looks at its credential while it has nothing to send,
-// or as the test's hook credentialTicks does; stop ends it.
-func (s *Server) credentialTicker() (ticks <-chan time.Time, stop func()) {
-	if s.credentialTicks != nil {
-		return s.credentialTicks(credentialRecheck)
-	}
-	t := time.NewTicker(credentialRecheck)
 	return t.C, t.Stop
 }
 

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -106,53 +107,68 @@ func TestAnIdleStreamSendsNoKeepAliveOnceItsCredentialIsGone(t *testing.T) {
 	}
 }
 
+// beats replaces f's recheck timer: each arming of the beat (a stream waiting on it while none was armed) is sent on
+// the channel returned, whose receiver fires the beat by calling what it got.
+func beats(t *testing.T, f *fixture) <-chan func() {
+	armed := make(chan func(), 64) // NB: armed under the beat's lock: the hook must not wait for the test
+	f.srv.recheck.arm = func(d time.Duration, beat func()) {
+		if d != credentialRecheck {
+			panic(fmt.Sprintf("the beat was armed for %v, not credentialRecheck", d))
+		}
+		armed <- beat
+	}
+	return armed
+}
+
+// fire fires the next beat a stream arms.
+func fire(t *testing.T, armed <-chan func()) {
+	t.Helper()
+	select {
+	case beat := <-armed:
+		beat()
+	case <-time.After(guard):
+		t.Fatal("no stream waited for the beat that looks at its credential")
+	}
+}
+
 // TestAQuietStreamEndsAtTheNextRecheckOfItsCredential: a live stream with nothing to send looked at its credential
 // only at its keep-alive (every 15 s by default) or at its next event, so a revoked token's or an expired session's
-// stream kept its place, and its connection's, that long after the credential went. It now looks every
-// credentialRecheck, and a look while the credential holds ends nothing.
+// stream kept its place, and its connection's, that long after the credential went. It now looks at every beat of
+// the server's recheck (every credentialRecheck), and a look while the credential holds ends nothing.
 func TestAQuietStreamEndsAtTheNextRecheckOfItsCredential(t *testing.T) {
 	for _, tc := range credentialEnds {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := new(testClock).set(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 			f := newFixture(t, Options{Now: clock.Now, KeepAlive: time.Hour})
-			asked, ticks := make(chan time.Duration, 1), make(chan time.Time)
-			f.srv.credentialTicks = func(every time.Duration) (<-chan time.Time, func()) {
-				asked <- every
-				return ticks, func() {}
-			}
+			armed := beats(t, f)
 			frames := f.openStream("/api/v1/stream", tc.auth(f))
 			require.Equal(t, "hello", next(t, frames).event)
-			select {
-			case every := <-asked:
-				require.Equal(t, credentialRecheck, every)
-			case <-time.After(guard):
-				t.Fatal("the stream asked for no ticker to look at its credential")
-			}
-			tick := func() {
-				t.Helper()
-				select {
-				case ticks <- time.Now():
-				case <-time.After(guard):
-					t.Fatal("the stream did not wait for its credential's tick")
-				}
-			}
-			tick()
+			fire(t, armed)
 			usage(f, 1)
 			require.Equal(t, "task.usage", next(t, frames).event, "a look while the credential holds ends nothing")
 			tc.end(f, clock)
-			// NB: the stream may not be waiting yet (it looks at its credential once more after a write, and ends
-			// there); if it waits, only the tick can end it.
-			select {
-			case ticks <- time.Now():
-				ends(t, frames)
-			case fr, open := <-frames:
-				require.False(t, open, "the stream went on: %+v", fr)
-			case <-time.After(guard):
-				t.Fatal("the stream neither ended nor waited for its credential's tick")
-			}
+			// NB: the stream armed the beat again once it had looked; it may also end before it waits again (it
+			// looks at its credential after a write), and then the beat wakes nobody.
+			fire(t, armed)
+			ends(t, frames)
 			require.Zero(t, f.srv.streams.open(), "the stream's place is given back")
 		})
 	}
+}
+
+// TestAStreamOfACredentialThatCannotEndLooksAtItNever: the admin token lasts as long as the server, so its streams,
+// unlike a session's or a read-only token's, never wait for the beat that looks at a credential again.
+func TestAStreamOfACredentialThatCannotEndLooksAtItNever(t *testing.T) {
+	f := newFixture(t, Options{})
+	armed := beats(t, f)
+	admin := f.openStream("/api/v1/stream", nil)
+	require.Equal(t, "hello", next(t, admin).event)
+	usage(f, 1)
+	require.Equal(t, "task.usage", next(t, admin).event, "the stream serves (hello is written before it does)")
+	require.Empty(t, armed, "the admin token's stream waits for the beat")
+	ro := f.openStream("/api/v1/stream", http.Header{"Authorization": {"Bearer " + roToken}})
+	require.Equal(t, "hello", next(t, ro).event)
+	fire(t, armed)
 }
 
 // gateWriter records a stream and runs onFirst during its first write (the hello), before that write returns.
