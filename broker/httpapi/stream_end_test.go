@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -107,25 +106,27 @@ func TestAnIdleStreamSendsNoKeepAliveOnceItsCredentialIsGone(t *testing.T) {
 	}
 }
 
+// armedBeat is one arming of the server's recheck beat: the wait it was armed for, and the beat to fire.
+type armedBeat struct {
+	after time.Duration
+	beat  func()
+}
+
 // beats replaces f's recheck timer: each arming of the beat (a stream waiting on it while none was armed) is sent on
-// the channel returned, whose receiver fires the beat by calling what it got.
-func beats(t *testing.T, f *fixture) <-chan func() {
-	armed := make(chan func(), 64) // NB: armed under the beat's lock: the hook must not wait for the test
-	f.srv.recheck.arm = func(d time.Duration, beat func()) {
-		if d != credentialRecheck {
-			panic(fmt.Sprintf("the beat was armed for %v, not credentialRecheck", d))
-		}
-		armed <- beat
-	}
+// the channel returned, whose receiver fires the beat (fire).
+func beats(f *fixture) <-chan armedBeat {
+	armed := make(chan armedBeat, 64) // NB: armed under the beat's lock: the hook must not wait for the test
+	f.srv.recheck.arm = func(d time.Duration, beat func()) { armed <- armedBeat{d, beat} }
 	return armed
 }
 
-// fire fires the next beat a stream arms.
-func fire(t *testing.T, armed <-chan func()) {
+// fire fires the next beat a stream arms, which must be armed for credentialRecheck.
+func fire(t *testing.T, armed <-chan armedBeat) {
 	t.Helper()
 	select {
-	case beat := <-armed:
-		beat()
+	case a := <-armed:
+		require.Equal(t, credentialRecheck, a.after, "the beat's wait")
+		a.beat()
 	case <-time.After(guard):
 		t.Fatal("no stream waited for the beat that looks at its credential")
 	}
@@ -140,7 +141,7 @@ func TestAQuietStreamEndsAtTheNextRecheckOfItsCredential(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := new(testClock).set(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 			f := newFixture(t, Options{Now: clock.Now, KeepAlive: time.Hour})
-			armed := beats(t, f)
+			armed := beats(f)
 			frames := f.openStream("/api/v1/stream", tc.auth(f))
 			require.Equal(t, "hello", next(t, frames).event)
 			fire(t, armed)
@@ -160,7 +161,7 @@ func TestAQuietStreamEndsAtTheNextRecheckOfItsCredential(t *testing.T) {
 // unlike a session's or a read-only token's, never wait for the beat that looks at a credential again.
 func TestAStreamOfACredentialThatCannotEndLooksAtItNever(t *testing.T) {
 	f := newFixture(t, Options{})
-	armed := beats(t, f)
+	armed := beats(f)
 	admin := f.openStream("/api/v1/stream", nil)
 	require.Equal(t, "hello", next(t, admin).event)
 	usage(f, 1)
