@@ -26,12 +26,12 @@
 //     sends first. A session belongs to the credential that minted its code: it lasts only while that credential is
 //     valid and counts against its limits; an open stream re-checks its credential before every write and every
 //     second while it has nothing to send (credentialRecheck), and ends once it is revoked or the session expired,
-//     and a request that waited for its read turn or for the rebuild slot
-//     re-checks it when the turn comes (401, nothing read nor folded, the turn passed on: readturns.go,
-//     stateCache.turn), a rebuild in progress every second (401, stopped as when its client goes: watchCredential); a
-//     request another origin sent (Sec-Fetch-Site same-site or cross-site) may not use the cookie, nor spend a login
-//     code (which would log the browser into the session of the credential that minted it). Tokens, codes and session
-//     ids are held as sha-256 digests and compared in constant time; none reaches a log line.
+//     and a request that waited for its read turn or for the rebuild slot re-checks it when the turn comes (401,
+//     nothing read nor folded, the turn passed on: readturns.go, stateCache.turn), a rebuild in progress every
+//     second (401, stopped as when its client goes: watchCredential); a request another origin sent (Sec-Fetch-Site
+//     same-site or cross-site) may not use the cookie, nor spend a login code (which would log the browser into the
+//     session of the credential that minted it). Tokens, codes and session ids are held as sha-256 digests and
+//     compared in constant time; none reaches a log line.
 //   - Loopback only unless Options.AllowRemote: Listen refuses another address, and the handler refuses a Host
 //     header that names neither loopback nor the host of Options.PublicURL (DNS rebinding: hostAllowed).
 //   - Every client-controlled size is bounded: a request's line and headers ≤ 16 KiB (431 beyond, from net/http)

@@ -24,8 +24,8 @@ func TestARebuildStopsOnceItsCredentialIsRevoked(t *testing.T) {
 			path := tc.path(f)
 			f.srv.states.holding = func(rctx context.Context) {
 				f.tokens.set(roToken, false)
-				// NB: stands in for a rebuild that lasts until its credential is looked at again (credentialRecheck), or,
-				// where the rebuild does not look, ten times as long as that.
+				// NB: stands in for a rebuild that lasts until its credential is looked at again
+				// (credentialRecheck), or, where the rebuild does not look, ten times as long as that.
 				select {
 				case <-rctx.Done():
 				case <-time.After(10 * credentialRecheck):
