@@ -298,9 +298,10 @@ func (st *sseStream) serve(r *http.Request, pr principal) {
 // revoked token's or an expired session's stream gives back its place and its connection's then, not at its next
 // keep-alive or event, which may be long in coming. A credential that cannot end (canEnd) is not looked at.
 func (st *sseStream) await(ctx context.Context, pr *principal, wait <-chan struct{}, keepAlive <-chan time.Time) bool {
+	looks := pr.canEnd() // NB: a bearer stays a bearer and a session a session: asked once
 	for {
 		var recheck <-chan struct{}
-		if pr.canEnd() {
+		if looks {
 			recheck = st.s.recheck.wait()
 		}
 		select {
