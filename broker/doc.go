@@ -59,9 +59,10 @@
 //     overflow it sends ONE {"event":"resync","data":{"fromSeq":N}} (N = first seq not delivered), stops, and
 //     the connection stays authenticated; the ended subscription counts no more toward its credential's
 //     MaxSubscriptionsPerCredential (releaseSubscription), from before the frame is queued.
-//   - mailbox.message pushes follow durability (they are read back from the log) and are best effort; a
-//     connection is pushed only messages published after its hello (earlier ones are msg.inbox's), and never
-//     before its hello's answer, which is the first frame an accepted hello's connection carries.
+//   - mailbox.message pushes follow durability (the feed takes the published events from the engine's Tap, and
+//     what the tap dropped from the log) and are best effort; a connection is pushed only messages published after
+//     its hello (earlier ones are msg.inbox's), and never before its hello's answer, which is the first frame an
+//     accepted hello's connection carries.
 //   - A credential's end takes effect within one frame: every request of a worker or orchestrator connection
 //     re-checks its credential by the digest of the secret it authenticated with, and when a published event may
 //     end credentials of a run (revocation, re-issue, the run or a task terminal) the feed re-checks the

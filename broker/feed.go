@@ -2,6 +2,7 @@ package broker
 
 import (
 	"github.com/crewlog/crewlog/broker/wire"
+	"github.com/crewlog/crewlog/commands"
 	"github.com/crewlog/crewlog/eventlog"
 	"github.com/crewlog/crewlog/events"
 	"github.com/crewlog/crewlog/projections"
@@ -47,18 +48,29 @@ type pushScratch struct {
 // may take a frame, and one such message would otherwise keep that much for the server's life.
 const maxPushScratch = 16 << 10
 
+// feedTapBound is how many published events the feed's tap holds for it: some seventy groups of crewbench's 64
+// clients on one run, under 1.5 MB of events (their payloads are the published state's). A feed that falls further
+// behind reads what the tap dropped from the log.
+const feedTapBound = 8192
+
 // feed follows the whole log for two jobs that need every run's events: mailbox.message pushes, and ending the
 // connections whose credential an event ended (revocation, a terminal run or task: closeEnded). One goroutine
 // follows the log from position next (the first after the head at which the server began to accept connections),
-// reading only events the published state holds (so a push never precedes durability, and a re-check sees the event
+// taking only events the published state holds (so a push never precedes durability, and a re-check sees the event
 // that triggered it), and for each mailbox.appended finds the connections of that run whose recipient it is: the
 // worker of the task, or the orchestrator for the run inbox. One follower for the server, not one per connection:
 // idle connections cost nothing per event.
 //
+// It takes the events from tap, the engine's copy of each group it publishes, taken before next was read, and
+// reads from the log only what the tap lacks (what it dropped while the feed fell behind): an iterator opened and
+// each record decoded again at every publish cost the socket server about a twentieth of its CPU (docs/benchmarks.md,
+// "The mailbox feed takes the published events").
+//
 // Pushes are best effort, as in pi-crew: a push that finds a connection's queue full is dropped (the message is
 // durable; msg.inbox is the source of truth). A frame over the cap is not pushed either.
-func (s *Server) feed(next uint64) {
+func (s *Server) feed(next uint64, tap *commands.Tap) {
 	defer s.wg.Done()
+	defer tap.Close()
 	defer func() {
 		if r := recover(); r != nil {
 			eventlog.RepanicFatal(r) // the store answers nothing more: crewd exits
@@ -72,48 +84,101 @@ func (s *Server) feed(next uint64) {
 	// are shared between the payloads it decodes rather than copied out of each one.
 	dec := events.NewDecoder()
 	var scratch pushScratch
+	var taken []events.Event
 	for {
 		changed := s.eng.Changed()
+		taken = tap.Take(taken[:0])
 		head := s.eng.Head() // NB: after Changed: a publish past head wakes us again
-		// NB: transient: nothing below keeps a record's strings or payload past the next record (a push is
-		// encoded, and a re-check done, before it), so no record is copied out of the storage engine.
-		it := s.log.ReadTransient(next)
-		for next <= head && it.Next() {
-			r := it.Event()
-			if r.Position > head {
-				break
-			}
-			next = r.Position + 1
-			s.importCheckpointSeen(r.Stream)
-			if !s.hasConns(r.Stream) {
-				continue
-			}
-			if endsCredentials(r.Type) {
-				box, narrowed := endedBox(dec, r)
-				s.closeEnded(r.Stream, box, narrowed) // now, before any later push of this run
-				continue
-			}
-			if r.Type != events.TypeMailboxAppended {
-				continue
-			}
-			ev, err := projections.FromLogWith(dec, r)
-			if err != nil {
-				s.lg.Error("broker: mailbox feed cannot decode an event", "position", r.Position, "err", err)
-				continue
-			}
-			if p, ok := ev.Payload.(*events.MailboxAppended); ok {
-				s.pushMessage(&scratch, ev.Stream, r.Position, p)
+		upTo := head
+		if len(taken) > 0 {
+			upTo = min(head, taken[0].Position-1)
+		}
+		if next <= upTo {
+			next = s.feedFromLog(dec, &scratch, next, upTo)
+		}
+		for i := range taken {
+			if ev := &taken[i]; ev.Position == next {
+				s.feedEvent(&scratch, ev)
+				next++
 			}
 		}
-		if err := it.Close(); err != nil {
-			s.lg.Error("broker: mailbox feed read failed; retrying at the next commit", "err", err)
-		}
+		clear(taken) // NB: no payload is kept reachable past its turn
 		select {
 		case <-changed:
 		case <-s.quit:
 			return
 		}
 	}
+}
+
+// feedJob is what the feed does with an event.
+type feedJob int
+
+const (
+	feedNothing feedJob = iota
+	feedEnding          // re-check the connections it can end (closeEnded)
+	feedPush            // push the message it appends (pushMessage)
+)
+
+// jobOf counts an event of stream and eventType towards the import view and says what else the feed does with it.
+func (s *Server) jobOf(stream, eventType string) feedJob {
+	s.importCheckpointSeen(stream)
+	switch {
+	case !s.hasConns(stream):
+		return feedNothing
+	case endsCredentials(eventType):
+		return feedEnding
+	case eventType == events.TypeMailboxAppended:
+		return feedPush
+	}
+	return feedNothing
+}
+
+// feedEvent does the feed's jobs for ev, an event the tap gave it.
+func (s *Server) feedEvent(sc *pushScratch, ev *events.Event) {
+	switch s.jobOf(ev.Stream, ev.Type) {
+	case feedEnding:
+		box, narrowed := endedBoxOf(ev)
+		s.closeEnded(ev.Stream, box, narrowed) // now, before any later push of this run
+	case feedPush:
+		if p := events.PayloadAs[events.MailboxAppended](*ev); p != nil {
+			s.pushMessage(sc, ev.Stream, ev.Position, p)
+		}
+	}
+}
+
+// feedFromLog does the feed's jobs for the log's events from position next up to upTo, and returns the position
+// after the last one it read (upTo + 1 unless the read failed, which is tried again at the next publish).
+func (s *Server) feedFromLog(dec *events.Decoder, sc *pushScratch, next, upTo uint64) uint64 {
+	s.feedLogReads.Add(1)
+	// NB: transient: nothing below keeps a record's strings or payload past the next record (a push is encoded, and
+	// a re-check done, before it), so no record is copied out of the storage engine.
+	it := s.log.ReadTransient(next)
+	for next <= upTo && it.Next() {
+		r := it.Event()
+		if r.Position > upTo {
+			break
+		}
+		next = r.Position + 1
+		switch s.jobOf(r.Stream, r.Type) {
+		case feedEnding:
+			box, narrowed := endedBox(dec, r)
+			s.closeEnded(r.Stream, box, narrowed) // now, before any later push of this run
+		case feedPush:
+			ev, err := projections.FromLogWith(dec, r)
+			if err != nil {
+				s.lg.Error("broker: mailbox feed cannot decode an event", "position", r.Position, "err", err)
+				continue
+			}
+			if p, ok := ev.Payload.(*events.MailboxAppended); ok {
+				s.pushMessage(sc, ev.Stream, r.Position, p)
+			}
+		}
+	}
+	if err := it.Close(); err != nil {
+		s.lg.Error("broker: mailbox feed read failed; retrying at the next commit", "err", err)
+	}
+	return next
 }
 
 func (s *Server) hasConns(runID string) bool {

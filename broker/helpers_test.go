@@ -104,6 +104,8 @@ type fixtureOpts struct {
 	noViews  bool // the engine's NoViews: no view of a run is written when it goes cold
 	// feedStarting is the server's feedStarting hook, set before it serves.
 	feedStarting func()
+	// tapBound is the server's tapBound (0: feedTapBound; negative: the feed reads every event from the log).
+	tapBound int
 }
 
 func newFixture(t testing.TB, fo fixtureOpts) *fixture {
@@ -168,6 +170,7 @@ func newFixture(t testing.TB, fo fixtureOpts) *fixture {
 	}
 	require.NoError(t, srv.Listen())
 	srv.feedStarting = fo.feedStarting
+	srv.tapBound = fo.tapBound
 	f.srv = srv
 	go func() { f.errc <- srv.Serve(context.Background()) }()
 	t.Cleanup(f.close)

@@ -396,7 +396,17 @@ func decodedEndedBox(dec *events.Decoder, ev *eventlog.Event) (box string, narro
 	if err != nil {
 		return "", false
 	}
-	switch p := decoded.Payload.(type) {
+	return endedBoxOf(&decoded)
+}
+
+// endedBoxOf is endedBox of ev, an event decoded (or published: the engine's Tap). A payload of another form than
+// the pointer to its type's struct the decoder gives names no box: every connection of the run is re-checked, as at
+// its end, which ends no more of them than the box would.
+func endedBoxOf(ev *events.Event) (box string, narrowed bool) {
+	if runEnds(ev.Type) {
+		return "", false
+	}
+	switch p := ev.Payload.(type) {
 	case *events.CredentialIssued:
 		return credentialBox(p.TaskID), true
 	case *events.CredentialRevoked:

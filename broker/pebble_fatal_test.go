@@ -49,7 +49,7 @@ func TestAPebbleFatalOnTheServersGoroutinesIsNeverRecovered(t *testing.T) {
 				require.NoError(t, err)
 				srv.feedStarting = func() { panic(c.value) }
 				srv.wg.Add(1)
-				feed := func() { srv.feed(f.eng.Head() + 1) }
+				feed := func() { srv.feed(f.eng.Head()+1, f.eng.Tap(feedTapBound)) }
 				if c.escapes {
 					require.PanicsWithValue(t, c.value, feed)
 				} else {

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -59,6 +60,11 @@ type Server struct {
 	// feedRechecks counts the connections the feed re-checked for an event that can end credentials (closeEnded):
 	// tests learn how far an event's re-check reached.
 	feedRechecks atomic.Int64
+	// feedLogReads counts the feed's reads of the log: what the engine's tap did not hold (feed.go). tapBound is
+	// the bound of the feed's tap (0: feedTapBound; negative: none, so the feed reads every event from the log),
+	// set before the server serves: tests make it drop.
+	feedLogReads atomic.Int64
+	tapBound     int
 	// idleNow is the clock IdleTimeout is measured by: time.Now, or a test's that moves only when told, set before
 	// the first connection (the idle timers only pace the checks). idleChecked is nil; tests learn what a
 	// connection's idle timer decided, at which reading of idleNow. requestEnded is nil; tests learn that a
@@ -193,7 +199,10 @@ func (s *Server) Serve(ctx context.Context) error {
 	s.wg.Add(1)
 	// NB: the head is read here, before the first connection is accepted, not by the feed's goroutine when it first
 	// runs: what connections accepted meanwhile publish (a revocation of one of them, mail to it) is the feed's too.
-	go s.feed(s.eng.Head() + 1) // mailbox.message pushes
+	// The tap is taken before it, so that it holds every event published after that head, but those it drops (the
+	// feed reads them from the log).
+	tap := s.eng.Tap(cmp.Or(s.tapBound, feedTapBound))
+	go s.feed(s.eng.Head()+1, tap) // mailbox.message pushes
 	err := s.acceptLoop(ln)
 	close(s.serveDone)
 	close(stop)

@@ -31,7 +31,7 @@
 //     positions, stream versions and the hash chain in the order the groups
 //     are decided, and makes them durable in that order (a group is durable
 //     only if every group before it is). Nobody — no answer, no reader of
-//     the published state, Head, Changed, RunChanged, the log's readers
+//     the published state, Head, Changed, RunChanged, a Tap, the log's readers
 //     (bounded by its durable head) and its outcome lookups — sees a group
 //     before that group and every group before it are durable: the
 //     publisher publishes the groups one at a time, in order, each once its

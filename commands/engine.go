@@ -255,6 +255,7 @@ type Engine struct {
 
 	changed atomic.Pointer[chan struct{}] // closed and replaced at every publish
 	runs    runNotifier                   // per-run channels, closed at a publish of that run's events
+	tapSet                                // readers of every published event (tap.go)
 	stats   struct {
 		groups, commands, events atomic.Uint64
 		sizes                    [GroupSizeClasses]atomic.Uint64

@@ -350,6 +350,7 @@ func (e *Engine) publish(f *flight) error {
 		e.runs.forget(f.evicted)
 	}
 	e.coldSinceSnap += f.madeCold
+	e.publishTaps(f.applied) // NB: before the wake, so that a reader woken for the group finds it
 	if f.group != nil {
 		ch := make(chan struct{})
 		close(*e.changed.Swap(&ch))
