@@ -41,7 +41,8 @@ func (e *Engine) Tap(bound int) *Tap {
 	return t
 }
 
-// Close stops the tap; the publisher adds nothing to it afterwards.
+// Close stops the tap: no group published after it returns is added (one being published as it is called may be,
+// and is dropped with the tap).
 func (t *Tap) Close() {
 	e := t.eng
 	e.tapsMu.Lock()
