@@ -101,8 +101,8 @@ func endingRun(t *testing.T) (f *fixture, s seeded, o, w *client) {
 	return f, s, o, w
 }
 
-// untilPush reads frames until a mailbox push.
-func (c *client) untilPush() {
+// untilPush reads frames until a mailbox push, and returns the push's data.
+func (c *client) untilPush() json.RawMessage {
 	c.t.Helper()
 	for {
 		fr, err := c.read()
@@ -110,7 +110,7 @@ func (c *client) untilPush() {
 		var ev wire.Event
 		require.NoError(c.t, json.Unmarshal(fr, &ev))
 		if ev.Name == wire.EventMailboxMessage {
-			return
+			return ev.Data
 		}
 	}
 }

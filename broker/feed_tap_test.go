@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -72,19 +71,9 @@ func TestTheFeedReadsFromTheLogOnlyWhatItsTapDropped(t *testing.T) {
 // nextPushBody reads c's frames up to its next mailbox.message push, and returns the pushed message's body.
 func nextPushBody(c *client) string {
 	c.t.Helper()
-	for {
-		c.nc.SetReadDeadline(time.Now().Add(guard))
-		fr, err := c.read()
-		require.NoError(c.t, err, "waiting for a push")
-		var ev wire.Event
-		require.NoError(c.t, json.Unmarshal(fr, &ev))
-		if ev.Name != wire.EventMailboxMessage {
-			continue
-		}
-		var m struct {
-			Body string `json:"body"`
-		}
-		require.NoError(c.t, json.Unmarshal(ev.Data, &m))
-		return m.Body
+	var m struct {
+		Body string `json:"body"`
 	}
+	require.NoError(c.t, json.Unmarshal(c.untilPush(), &m))
+	return m.Body
 }

@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -17,10 +16,8 @@ import (
 // requires it admitted.
 func (f *engineFixture) delegateOne(id string) Reply {
 	f.t.Helper()
-	r, err := f.eng.Submit(context.Background(), Request{Principal: events.WorkerPrincipal("R", "02_exec"),
-		CommandID: id, Actor: worker("02_exec"),
-		Command: &DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "p", BudgetTokens: ptr(int64(100))}})
-	require.NoError(f.t, err)
+	r := f.submit(as(events.WorkerPrincipal("R", "02_exec"), id,
+		&DelegateRequest{RunID: "R", TaskID: "02_exec", Prompt: "p", BudgetTokens: ptr(int64(100))}))
 	require.Nil(f.t, r.Rejected)
 	return r
 }
