@@ -19,7 +19,7 @@ import (
 
 // differentialSteps is the number of random commands of each seed of the differential test; CREWLOG_DIFF_STEPS
 // raises it for a soak run, and CREWLOG_DIFF_SEEDS adds that many seeds to the kept ones: the first from 100 on
-// that they do not hold.
+// (from CREWLOG_MODEL_SEED on when it is set, modelSeed) that they do not hold.
 func differentialSteps() int { return stepsFromEnv("CREWLOG_DIFF_STEPS", 150) }
 
 // differentialSeeds are the seeds every run of the differential test replays: the default few, each one that found a
@@ -64,7 +64,11 @@ type differentialWorld struct {
 func TestDifferentialEveryStateAnswersAlike(t *testing.T) {
 	seeds := slices.Clone(differentialSeeds)
 	// NB: a kept seed from 100 on (101) is not run twice: each seed added is one the kept ones do not hold.
-	for s, more := uint64(100), stepsFromEnv("CREWLOG_DIFF_SEEDS", 0); more > 0; s++ {
+	more, from := stepsFromEnv("CREWLOG_DIFF_SEEDS", 0), uint64(100)
+	if more > 0 {
+		from = modelSeed(t, from)
+	}
+	for s := from; more > 0; s++ {
 		if !slices.Contains(seeds, s) {
 			seeds = append(seeds, s)
 			more--

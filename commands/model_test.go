@@ -23,6 +23,20 @@ import (
 // CREWLOG_MODEL_STEPS raises it for a soak run.
 func modelSteps() int { return stepsFromEnv("CREWLOG_MODEL_STEPS", 10_000) }
 
+// modelSeed is the first word of a model test's random source: def, the seed every run replays, unless
+// CREWLOG_MODEL_SEED names another (a soak run's way to walk a history the kept seed does not). A seed other than
+// def is logged, so a failure names what replays it.
+func modelSeed(t *testing.T, def uint64) uint64 {
+	s := os.Getenv("CREWLOG_MODEL_SEED")
+	if s == "" {
+		return def
+	}
+	seed, err := strconv.ParseUint(s, 10, 64)
+	require.NoError(t, err, "CREWLOG_MODEL_SEED")
+	t.Logf("seed %d (CREWLOG_MODEL_SEED=%d replays it)", seed, seed)
+	return seed
+}
+
 // stepsFromEnv is the positive integer in environment variable name, else
 // def: how a soak run raises a model test's steps.
 func stepsFromEnv(name string, def int) int {
@@ -213,7 +227,7 @@ func TestModel(t *testing.T) {
 		eventless: map[string]int{}, eventlessRuns: map[string]int{}}
 	iv := &invariants{spent: map[string]int64{}, granted: map[string]int64{}, admitted: map[string]bool{},
 		terminal: map[string]bool{}}
-	rng := rand.New(rand.NewPCG(11, 12))
+	rng := rand.New(rand.NewPCG(modelSeed(t, 11), 12))
 	steps := modelSteps()
 	accepted, rejected := 0, 0
 	reasons := map[string]int{}
