@@ -88,9 +88,9 @@ func applyDelegation(s *State, r *runState, ev events.Event) {
 	case events.TypeDelegateAdmitted:
 		if p := events.PayloadAs[events.DelegateAdmitted](ev); p != nil && r.dels[p.SubID] == nil &&
 			!heldByAnother(s, r, p.SubID) {
-			admit(s, r, p, at, ev.Position)
+			d := admit(s, r, p, at, ev.Position)
 			stopWaiting(s, r)
-			workerAdmitted(r, r.dels[p.SubID].ShareHolder)
+			workerAdmitted(r, d.ShareHolder)
 		}
 	case events.TypeDelegateRejected:
 		// A request another check refuses as well (policy.otherwise) waits
@@ -146,9 +146,11 @@ func heldByAnother(s *State, r *runState, subID string) bool {
 	return held && holder != r.run.RunID
 }
 
-// admit creates the delegation, its shadow task (D§2.5) and takes its slot.
-func admit(s *State, r *runState, p *events.DelegateAdmitted, at int64, pos uint64) {
-	r.dels[p.SubID] = &Delegation{
+// admit creates the delegation, its shadow task (D§2.5) and takes its slot, and returns the delegation. NB: it
+// holds the delegation it creates rather than reading it back from r.dels: in a long run that map holds tens of
+// thousands of entries, and a read of it is likely a cache miss.
+func admit(s *State, r *runState, p *events.DelegateAdmitted, at int64, pos uint64) *Delegation {
+	d := &Delegation{
 		RunID:            r.run.RunID,
 		SubID:            p.SubID,
 		ParentTaskID:     p.TaskID,
@@ -165,16 +167,17 @@ func admit(s *State, r *runState, p *events.DelegateAdmitted, at int64, pos uint
 		AdmittedAt:       at,
 		AdmittedPosition: pos,
 	}
+	r.dels[p.SubID] = d
 	if parent := r.tasks[p.TaskID]; parent != nil {
-		r.dels[p.SubID].ParentAttempt = parent.Retries
+		d.ParentAttempt = parent.Retries
 	}
 	r.delOrder = append(r.delOrder, p.SubID)
 	r.inFlight = append(r.inFlight, p.SubID)
-	r.dels[p.SubID].ShareHolder = r.shareHolder(p.TaskID)
-	r.holdWorkerSlot(r.dels[p.SubID].ShareHolder, 1)
+	d.ShareHolder = r.shareHolder(p.TaskID)
+	r.holdWorkerSlot(d.ShareHolder, 1)
 	holdSlot(s, r.run.RunID, p.SubID)
 	if r.tasks[p.SubID] != nil {
-		return
+		return d
 	}
 	depth := p.ChildDepth
 	if depth == 0 {
@@ -195,6 +198,7 @@ func admit(s *State, r *runState, p *events.DelegateAdmitted, at int64, pos uint
 		CreatedAt: at,
 		StartedAt: at,
 	})
+	return d
 }
 
 // settle applies a terminal delegate event: the first one wins (a terminal
