@@ -43,7 +43,7 @@ func (s *Server) Listen() error {
 	if err := prepareDir(filepath.Dir(path), s.opts.SocketGroup); err != nil {
 		return err
 	}
-	if err := clearStale(path); err != nil {
+	if err := clearStale(path, probeSocket); err != nil {
 		return err
 	}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
@@ -130,8 +130,12 @@ func setSocketMode(path string, gid int) error {
 	return nil
 }
 
-// clearStale refuses a symlink or a non-socket at path, refuses a live socket, and unlinks a dead one.
-func clearStale(path string) error {
+// probeSocket connects to the socket at path, as clearStale probes it.
+func probeSocket(path string) (net.Conn, error) { return net.DialTimeout("unix", path, probeTimeout) }
+
+// clearStale refuses a symlink or a non-socket at path, refuses a live socket, and unlinks a dead one; probe
+// connects to it (probeSocket).
+func clearStale(path string, probe func(string) (net.Conn, error)) error {
 	fi, err := os.Lstat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -145,15 +149,21 @@ func clearStale(path string) error {
 	case fi.Mode()&os.ModeSocket == 0:
 		return fmt.Errorf("broker: socket path %s exists and is not a socket; refusing", path)
 	}
-	c, err := net.DialTimeout("unix", path, probeTimeout)
+	c, err := probe(path)
 	if err == nil {
 		c.Close()
 		return fmt.Errorf("broker: %s: %w", path, ErrAlreadyServing)
 	}
-	// Only a refusal, or the file gone since the lstat (a broker that unlinked it as it stopped), proves nobody
-	// listens: a live listener whose backlog is full (a flood of connects it has not accepted yet) answers EAGAIN,
-	// and any other failure proves nothing either; unlinking then would take a live broker's path.
-	if !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, syscall.ENOENT) {
+	// The file gone since the lstat (a broker that unlinked it as it stopped) is left gone: whatever is at the path
+	// now was made since the probe, by another broker that listens there, and unlinking it would take its path. The
+	// listen that follows finds it (address in use) or the path free.
+	if errors.Is(err, syscall.ENOENT) {
+		return nil
+	}
+	// Only a refusal proves nobody listens: a live listener whose backlog is full (a flood of connects it has not
+	// accepted yet) answers EAGAIN, and any other failure proves nothing either; unlinking then would take a live
+	// broker's path.
+	if !errors.Is(err, syscall.ECONNREFUSED) {
 		return fmt.Errorf("broker: %s: already serving, or cannot tell (%w); refusing to replace it", path, err)
 	}
 	// A leftover of a broker that died.

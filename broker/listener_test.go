@@ -107,17 +107,22 @@ func socketInDirOfMode(t *testing.T, mode os.FileMode) func(dir string) string {
 	}
 }
 
-func TestStaleSocketProbe(t *testing.T) {
+// deadSocket is the path of a socket file in a new directory whose listener closed without unlinking it.
+func deadSocket(t *testing.T) string {
 	dir := filepath.Join(brokertest.SocketDir(t), "d")
 	require.NoError(t, os.Mkdir(dir, 0o700))
 	path := filepath.Join(dir, "b.sock")
-
-	// A dead socket file (its listener closed without unlinking) is replaced.
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	require.NoError(t, err)
 	ln.SetUnlinkOnClose(false)
 	require.NoError(t, ln.Close())
-	_, err = os.Lstat(path)
+	return path
+}
+
+func TestStaleSocketProbe(t *testing.T) {
+	// A dead socket file (its listener closed without unlinking) is replaced.
+	path := deadSocket(t)
+	_, err := os.Lstat(path)
 	require.NoError(t, err, "the stale file is still there")
 	s := newServerAt(t, path)
 	require.NoError(t, s.Listen())
@@ -160,6 +165,35 @@ func TestStaleSocketProbeFullBacklog(t *testing.T) {
 	require.ErrorContains(t, s.Listen(), "already serving")
 	var st syscall.Stat_t
 	require.NoError(t, syscall.Stat(path, &st), "the live listener's socket file is still there")
+}
+
+// TestStaleSocketGoneSinceTheLstatIsLeftGone: a socket file that vanished between the lstat and the probe (its
+// broker unlinked it as it stopped) may be at the path again by the time the probe returns, made by another broker
+// that listens there now; the probe's ENOENT must not unlink that broker's socket.
+func TestStaleSocketGoneSinceTheLstatIsLeftGone(t *testing.T) {
+	path := deadSocket(t)
+	var other *net.UnixListener
+	t.Cleanup(func() {
+		if other != nil {
+			other.Close()
+		}
+	})
+	// The race, in the probe: the dead file goes (as the probe's connect finds it gone), then another broker
+	// listens at the path before clearStale goes on.
+	probe := func(p string) (net.Conn, error) {
+		require.NoError(t, os.Remove(p))
+		_, err := net.DialTimeout("unix", p, probeTimeout)
+		require.ErrorIs(t, err, syscall.ENOENT)
+		other, err = net.ListenUnix("unix", &net.UnixAddr{Name: p, Net: "unix"})
+		require.NoError(t, err)
+		return nil, &net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("connect", syscall.ENOENT)}
+	}
+	require.NoError(t, clearStale(path, probe))
+	c, err := net.DialTimeout("unix", path, probeTimeout)
+	require.NoError(t, err, "the other broker's socket is still at the path")
+	require.NoError(t, c.Close())
+	// And the broker that probed finds the path taken when it listens.
+	require.ErrorIs(t, newServerAt(t, path).Listen(), ErrAlreadyServing)
 }
 
 func TestOptionsValidate(t *testing.T) {
