@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // probeTimeout bounds the connect probe of an existing socket file (D§7.1: 250 ms).
@@ -26,7 +28,9 @@ var ErrAlreadyServing = errors.New("already serving")
 //  2. lstat of the socket path: a symlink is refused, and so is anything that is not a socket;
 //  3. an existing socket is probed by connecting (250 ms): a live listener means another broker serves there
 //     ("already serving"); a file whose connect is refused (ECONNREFUSED) is dead and unlinked, one gone since
-//     the lstat is left gone; any other failure (a live listener with a full backlog answers EAGAIN) is refused;
+//     the lstat is left gone; any other failure (a live listener with a full backlog answers EAGAIN) is refused.
+//     The directory is locked (lockDir) from the lstat to the listen, so that two brokers starting at once on one
+//     path take turns: neither unlinks a socket the other has just listened on;
 //  4. listen, then chmod the socket 0600 (0660 with group SocketGroup); the directory is the outer defence
 //     against the window in between. Every accepted connection is then checked by its peer's credentials
 //     (peercred.go).
@@ -43,6 +47,11 @@ func (s *Server) Listen() error {
 	if err := prepareDir(filepath.Dir(path), s.opts.SocketGroup); err != nil {
 		return err
 	}
+	unlock, err := lockDir(filepath.Dir(path), dirLockWait)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if err := clearStale(path, probeSocket); err != nil {
 		return err
 	}
@@ -128,6 +137,41 @@ func setSocketMode(path string, gid int) error {
 		return fmt.Errorf("broker: chmod socket: %w", err)
 	}
 	return nil
+}
+
+// dirLockWait bounds how long Listen waits for another broker starting in the same directory (lockDir): that one
+// holds the lock for its probe (at most probeTimeout) and its listen.
+const dirLockWait = 5 * time.Second
+
+// lockDir takes an exclusive flock on dir, waiting at most wait, and returns its release. Brokers that start
+// in one directory take turns through it between the stale check and the listen; the lock goes with the process
+// that holds it, so a broker killed there holds nobody up.
+func lockDir(dir string, wait time.Duration) (unlock func(), err error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("broker: socket directory: open: %w", err)
+	}
+	for deadline := time.Now().Add(wait); ; {
+		err = unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		switch {
+		case err == nil:
+			return func() { unix.Close(fd) }, nil // NB: closing the descriptor releases its flock
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.ENOLCK) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL):
+			unix.Close(fd)
+			return func() {}, nil // NB: a file system that keeps no flocks: no turns, as before the lock
+		case errors.Is(err, unix.EWOULDBLOCK) && time.Now().Before(deadline):
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		unix.Close(fd)
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("broker: socket directory %s: locked by another broker starting for over %v", dir,
+				wait)
+		}
+		return nil, fmt.Errorf("broker: socket directory %s: lock: %w", dir, err)
+	}
 }
 
 // probeSocket connects to the socket at path, as clearStale probes it.

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -194,6 +195,40 @@ func TestStaleSocketGoneSinceTheLstatIsLeftGone(t *testing.T) {
 	require.NoError(t, c.Close())
 	// And the broker that probed finds the path taken when it listens.
 	require.ErrorIs(t, newServerAt(t, path).Listen(), ErrAlreadyServing)
+}
+
+// TestBrokersStartingAtOnceTakeTurns: a broker whose Listen runs while another is between its stale check and its
+// listen (here the test, holding the directory's lock as Listen does) waits for it, then finds its socket live;
+// without the lock it would unlink the dead file, listen, and have its socket unlinked by the first in turn.
+func TestBrokersStartingAtOnceTakeTurns(t *testing.T) {
+	path := deadSocket(t)
+	dir := filepath.Dir(path)
+	unlock, err := lockDir(dir, time.Second)
+	require.NoError(t, err)
+	second := make(chan error, 1)
+	go func() { second <- newServerAt(t, path).Listen() }()
+	select {
+	case err := <-second:
+		t.Fatalf("the second broker's Listen returned while the first held the directory: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	// The first goes on: the dead file is unlinked, and it listens.
+	require.NoError(t, clearStale(path, probeSocket))
+	first, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	require.NoError(t, err)
+	t.Cleanup(func() { first.Close() })
+	unlock()
+	require.ErrorIs(t, <-second, ErrAlreadyServing)
+	c, err := net.DialTimeout("unix", path, probeTimeout)
+	require.NoError(t, err, "the first broker's socket is still at the path")
+	require.NoError(t, c.Close())
+
+	// A lock held past the wait is an error that says so, not a hang.
+	held, err := lockDir(dir, time.Second)
+	require.NoError(t, err)
+	defer held()
+	_, err = lockDir(dir, 50*time.Millisecond)
+	require.ErrorContains(t, err, "locked by another broker starting for over 50ms")
 }
 
 func TestOptionsValidate(t *testing.T) {
