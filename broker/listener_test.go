@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -229,6 +230,45 @@ func TestBrokersStartingAtOnceTakeTurns(t *testing.T) {
 	defer held()
 	_, err = lockDir(dir, 50*time.Millisecond)
 	require.ErrorContains(t, err, "locked by another broker starting for over 50ms")
+}
+
+// TestACloseTakesItsTurnWithABrokerStarting: a broker that closes while another starts in its directory (here the
+// test, holding the directory's lock as Listen does, finding the closed socket dead and listening on the path)
+// waits for it before it checks whose file the path holds, and leaves the new broker's socket alone — though the
+// file system often gives the new socket the inode number the old one freed (without the probe of unlink, this
+// failed in 4 runs of 10).
+func TestACloseTakesItsTurnWithABrokerStarting(t *testing.T) {
+	dir := filepath.Join(brokertest.SocketDir(t), "d")
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	path := filepath.Join(dir, "b.sock")
+	old := newServerAt(t, path)
+	require.NoError(t, old.Listen())
+	unlock, err := lockDir(dir, time.Second)
+	require.NoError(t, err)
+	closed := make(chan error, 1)
+	go func() { closed <- old.Close() }()
+	// The new broker finds the old socket dead once the old listener has closed, unlinks it and listens.
+	require.Eventually(t, func() bool {
+		c, err := net.DialTimeout("unix", path, probeTimeout)
+		if err == nil {
+			c.Close()
+		}
+		return errors.Is(err, syscall.ECONNREFUSED)
+	}, 5*time.Second, 5*time.Millisecond)
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned while another broker held the directory: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	require.NoError(t, clearStale(path, probeSocket))
+	other, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	require.NoError(t, err)
+	t.Cleanup(func() { other.Close() })
+	unlock()
+	require.NoError(t, <-closed)
+	c, err := net.DialTimeout("unix", path, probeTimeout)
+	require.NoError(t, err, "the new broker's socket is still at the path")
+	require.NoError(t, c.Close())
 }
 
 func TestOptionsValidate(t *testing.T) {

@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/crewlog/crewlog/broker/internal/turns"
@@ -451,10 +453,26 @@ func (s *Server) Close() error {
 	return err
 }
 
-// unlink removes the socket file if it is still the one Listen created (another server may have replaced it).
+// unlink removes the socket file if it is still the one Listen created (another server may have replaced it). It
+// holds the directory's lock as Listen does (lockDir), so that a broker starting there meanwhile does not replace
+// the file between the check and the removal.
 func (s *Server) unlink() error {
+	unlock, err := lockDir(filepath.Dir(s.opts.SocketPath), dirLockWait)
+	if err != nil {
+		return err // NB: the file stays; the next broker to start there finds it dead and unlinks it
+	}
+	defer unlock()
 	fi, err := os.Lstat(s.opts.SocketPath)
 	if err != nil || !os.SameFile(fi, s.lnInfo) {
+		return nil
+	}
+	// NB: the same device and inode may be another broker's socket, bound since ours was found dead and unlinked:
+	// a file system reuses a freed inode's number. Ours no longer listens, so only a socket whose connect is refused
+	// may be it; one that answers (or cannot tell) is left alone.
+	if c, err := probeSocket(s.opts.SocketPath); err == nil {
+		c.Close()
+		return nil
+	} else if !errors.Is(err, syscall.ECONNREFUSED) {
 		return nil
 	}
 	if err := os.Remove(s.opts.SocketPath); err != nil && !errors.Is(err, os.ErrNotExist) {
