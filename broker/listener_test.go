@@ -206,8 +206,8 @@ func TestBrokersStartingAtOnceTakeTurns(t *testing.T) {
 	dir := filepath.Dir(path)
 	unlock, err := lockDir(dir, time.Second)
 	require.NoError(t, err)
-	second := make(chan error, 1)
-	go func() { second <- newServerAt(t, path).Listen() }()
+	srv, second := newServerAt(t, path), make(chan error, 1)
+	go func() { second <- srv.Listen() }()
 	select {
 	case err := <-second:
 		t.Fatalf("the second broker's Listen returned while the first held the directory: %v", err)

@@ -469,10 +469,12 @@ func (s *Server) unlink() error {
 	// NB: the same device and inode may be another broker's socket, bound since ours was found dead and unlinked:
 	// a file system reuses a freed inode's number. Ours no longer listens, so only a socket whose connect is refused
 	// may be it; one that answers (or cannot tell) is left alone.
-	if c, err := probeSocket(s.opts.SocketPath); err == nil {
+	c, err := probeSocket(s.opts.SocketPath)
+	if err == nil {
 		c.Close()
 		return nil
-	} else if !errors.Is(err, syscall.ECONNREFUSED) {
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
 		return nil
 	}
 	if err := os.Remove(s.opts.SocketPath); err != nil && !errors.Is(err, os.ErrNotExist) {
