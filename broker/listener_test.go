@@ -120,6 +120,33 @@ func deadSocket(t *testing.T) string {
 	return path
 }
 
+// stillWaiting fails t if done yields within d: what it is for still waits (a wait that ends proves nothing sooner).
+func stillWaiting(t *testing.T, done <-chan error, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		t.Fatalf("%s returned while another broker held the directory: %v", what, err)
+	case <-time.After(d):
+	}
+}
+
+// takePath is another broker starting at path while it holds the directory: the dead file unlinked, the path bound.
+func takePath(t *testing.T, path string) {
+	t.Helper()
+	require.NoError(t, clearStale(path, probeSocket))
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+}
+
+// requireAnswers requires a live socket at path.
+func requireAnswers(t *testing.T, path, msg string) {
+	t.Helper()
+	c, err := net.DialTimeout("unix", path, probeTimeout)
+	require.NoError(t, err, msg)
+	require.NoError(t, c.Close())
+}
+
 func TestStaleSocketProbe(t *testing.T) {
 	// A dead socket file (its listener closed without unlinking) is replaced.
 	path := deadSocket(t)
@@ -190,9 +217,7 @@ func TestStaleSocketGoneSinceTheLstatIsLeftGone(t *testing.T) {
 		return nil, &net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("connect", syscall.ENOENT)}
 	}
 	require.NoError(t, clearStale(path, probe))
-	c, err := net.DialTimeout("unix", path, probeTimeout)
-	require.NoError(t, err, "the other broker's socket is still at the path")
-	require.NoError(t, c.Close())
+	requireAnswers(t, path, "the other broker's socket is still at the path")
 	// And the broker that probed finds the path taken when it listens.
 	require.ErrorIs(t, newServerAt(t, path).Listen(), ErrAlreadyServing)
 }
@@ -207,21 +232,12 @@ func TestBrokersStartingAtOnceTakeTurns(t *testing.T) {
 	require.NoError(t, err)
 	srv, second := newServerAt(t, path), make(chan error, 1)
 	go func() { second <- srv.Listen() }()
-	select {
-	case err := <-second:
-		t.Fatalf("the second broker's Listen returned while the first held the directory: %v", err)
-	case <-time.After(200 * time.Millisecond):
-	}
+	stillWaiting(t, second, 200*time.Millisecond, "the second broker's Listen")
 	// The first goes on: the dead file is unlinked, and it listens.
-	require.NoError(t, clearStale(path, probeSocket))
-	first, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	require.NoError(t, err)
-	t.Cleanup(func() { first.Close() })
+	takePath(t, path)
 	unlock()
 	require.ErrorIs(t, <-second, ErrAlreadyServing)
-	c, err := net.DialTimeout("unix", path, probeTimeout)
-	require.NoError(t, err, "the first broker's socket is still at the path")
-	require.NoError(t, c.Close())
+	requireAnswers(t, path, "the first broker's socket is still at the path")
 
 	// A lock held past the wait is an error that says so, not a hang.
 	held, err := lockDir(dir, time.Second)
@@ -254,20 +270,11 @@ func TestACloseTakesItsTurnWithABrokerStarting(t *testing.T) {
 		}
 		return err != nil // refused; or gone, when a Close that does not wait has unlinked it already
 	}, 5*time.Second, 5*time.Millisecond)
-	select {
-	case err := <-closed:
-		t.Fatalf("Close returned while another broker held the directory: %v", err)
-	case <-time.After(100 * time.Millisecond):
-	}
-	require.NoError(t, clearStale(path, probeSocket))
-	other, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	require.NoError(t, err)
-	t.Cleanup(func() { other.Close() })
+	stillWaiting(t, closed, 100*time.Millisecond, "Close")
+	takePath(t, path)
 	unlock()
 	require.NoError(t, <-closed)
-	c, err := net.DialTimeout("unix", path, probeTimeout)
-	require.NoError(t, err, "the new broker's socket is still at the path")
-	require.NoError(t, c.Close())
+	requireAnswers(t, path, "the new broker's socket is still at the path")
 }
 
 func TestOptionsValidate(t *testing.T) {
